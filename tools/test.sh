@@ -32,6 +32,9 @@ if [ "$before" != "$after" ]; then
   exit 1
 fi
 
+step "README.md generated from nbs/index.ipynb"
+python tools/make_readme.py --check
+
 step "nbdev_test"
 nbdev_test --n_workers 2 --timing
 

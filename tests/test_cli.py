@@ -1,0 +1,100 @@
+"The installed `multis` command, run as a user runs it"
+import json, os, re, shutil, subprocess, sys
+from pathlib import Path
+import pytest
+from conftest import REPO
+
+MULTIS = shutil.which('multis', path=str(Path(sys.executable).parent)) or shutil.which('multis')
+
+def multis(*args, home, check=None):
+    r = subprocess.run([MULTIS, *args], capture_output=True, text=True, env={**os.environ, 'MULTIS_HOME': str(home)},
+                       timeout=300)
+    if check is not None: assert r.returncode == check, (r.stdout, r.stderr)
+    return r
+
+def test_command_is_installed():
+    assert MULTIS, 'the multis console script is not installed'
+    r = subprocess.run([MULTIS, '--help'], capture_output=True, text=True)
+    assert r.returncode == 0
+    for verb in ('index', 'search', 'docs', 'eval'): assert verb in r.stdout
+
+@pytest.mark.parametrize('verb', ['index', 'search', 'docs', 'eval'])
+def test_verb_help_comes_from_docments(verb):
+    r = subprocess.run([MULTIS, verb, '--help'], capture_output=True, text=True)
+    assert r.returncode == 0 and 'usage: multis ' + verb in r.stdout
+
+def test_main_job_on_data(tmp_path):
+    "The README's main job: index data/ and search it"
+    home = tmp_path/'home'
+    out = multis('index', str(REPO/'data'), '--scope', 'kb', '--quiet', home=home, check=0).stdout
+    assert re.search(r'^4 indexed \(\d+ chunks\), 0 unchanged, 0 failed', out, re.M), out
+    again = multis('index', str(REPO/'data'), '--scope', 'kb', '--quiet', home=home, check=0).stdout
+    assert '0 indexed (0 chunks), 4 unchanged, 0 failed' in again
+    assert (home/'multis.db').exists()
+    hits = json.loads(multis('search', 'pairing code', '--json', home=home, check=0).stdout)
+    assert hits and 'pair' in (hits[0]['name'] + hits[0]['content']).lower()
+    assert hits[0]['file_path'] == str(REPO/'data'/'multis-handbook.pdf')
+    assert hits[0]['page_start'] >= 1 and hits[0]['bm25'] > 0
+    text = multis('search', 'pairing code', '--limit', '3', home=home, check=0).stdout
+    assert text.startswith('1. ') and 'score ' in text and 'multis-handbook.pdf' in text
+    docs = multis('docs', home=home, check=0).stdout
+    assert '4 files' in docs and 'garden-guide.md' in docs
+
+def test_search_records_accesses(tmp_path):
+    home = tmp_path/'home'
+    multis('index', str(REPO/'data'), '--scope', 'kb', '--quiet', home=home, check=0)
+    first = json.loads(multis('search', 'tomatoes', '--json', home=home, check=0).stdout)
+    assert first and all(h['activation'] == 0 for h in first)
+    again = json.loads(multis('search', 'tomatoes', '--json', '--no-record', home=home, check=0).stdout)
+    assert all(h['activation'] > 0 for h in again)
+
+def test_scope_option_limits_search(tmp_path):
+    home = tmp_path/'home'
+    notes = tmp_path/'private'; notes.mkdir()
+    (notes/'salary.md').write_text('# Salary\nMy salary review is in March.\n')
+    multis('index', str(REPO/'data'), '--scope', 'kb', '--quiet', home=home, check=0)
+    multis('index', str(notes), '--scope', 'admin', '--quiet', home=home, check=0)
+    kb = json.loads(multis('search', 'salary review', '--scope', 'kb', '--json', home=home, check=0).stdout)
+    assert all(h['scope'] == 'kb' for h in kb)
+    owner = json.loads(multis('search', 'salary review', '--json', home=home, check=0).stdout)
+    assert owner[0]['scope'] == 'admin'
+
+@pytest.mark.parametrize('args,msg', [
+    (['index', 'data'], 'say who may search these documents'),
+    (['index', 'no/such/file.pdf', '--scope', 'kb'], 'file.pdf: no such file'),
+    (['search', 'water', '--scope', 'user:1 OR 1'], "unknown scope 'user:1 OR 1'"),
+    (['search', 'water', '--limit', '0'], 'limit must be at least 1'),
+    (['eval', 'no/such/folder'], 'BEIR folder not found'),
+])
+def test_bad_input_is_one_clear_line(tmp_path, args, msg):
+    r = multis(*args, home=tmp_path/'home')
+    assert r.returncode == 1
+    assert r.stderr.startswith('multis: ') and msg in r.stderr and 'Traceback' not in r.stderr
+
+def test_usage_errors_exit_2(tmp_path):
+    r = multis('index', 'data', '--scope', 'everyone', home=tmp_path/'home')
+    assert r.returncode == 2 and 'invalid choice' in r.stderr
+    assert multis('frobnicate', home=tmp_path/'home').returncode == 2
+
+def test_failed_files_are_reported(tmp_path):
+    d = tmp_path/'docs'; d.mkdir()
+    (d/'good.md').write_text('# Good\nfine text\n')
+    (d/'bad.pdf').write_bytes(b'%PDF-1.4 garbage')
+    (d/'empty.txt').write_text('')
+    r = multis('index', str(d), '--scope', 'kb', '--quiet', home=tmp_path/'home')
+    assert r.returncode == 1
+    assert '1 indexed' in r.stdout and '2 failed' in r.stdout
+    assert 'bad.pdf:' in r.stdout and 'empty.txt: empty file' in r.stdout
+
+def test_corrupt_database_is_a_clear_error(tmp_path):
+    home = tmp_path/'home'; home.mkdir()
+    (home/'multis.db').write_bytes(b'garbage' * 1000)
+    r = multis('search', 'water', home=home)
+    assert r.returncode == 1 and 'not a usable multis database' in r.stderr
+    assert (home/'multis.db').read_bytes() == b'garbage' * 1000
+
+def test_eval_scifact(scifact, tmp_path):
+    r = multis('eval', str(scifact), '--split', 'test', '--json', home=tmp_path/'home', check=0)
+    res = json.loads(r.stdout)
+    assert res['queries'] == 300
+    assert res['ndcg@10'] >= 0.68
