@@ -48,15 +48,13 @@ def scope_of(file_no:int, rng)->str:
     return 'kb' if r < 0.8 else 'admin' if r < 0.9 else USERS[int(rng.integers(len(USERS)))]
 
 def synthetic_chunks(n:int, seed:int=0, per_file:int=20, min_words:int=100, max_words:int=300):
-    "n DocChunks of Zipf text (100-300 words), 20 sections per file, each file in one scope"
-    z, out, scope, title = Zipf(seed), [], 'kb', ''
-    lens = z.rng.integers(min_words, max_words+1, n)
+    "Yield n DocChunks of Zipf text (100-300 words), 20 sections per file, each file in one scope"
+    z, scope, title = Zipf(seed), 'kb', ''
     for i in range(n):
         if i % per_file == 0: scope, title = scope_of(i // per_file, z.rng), z.text(3).title()
         name = z.text(int(z.rng.integers(2, 5))).capitalize()
-        out.append(DocChunk(f'/docs/f{i // per_file:07d}.md', name, z.text(int(lens[i])) + '.', section_path=[title, name],
-                            section_level=2, document_type='md', scope=scope))
-    return out
+        yield DocChunk(f'/docs/f{i // per_file:07d}.md', name, z.text(int(z.rng.integers(min_words, max_words+1))) + '.',
+                       section_path=[title, name], section_level=2, document_type='md', scope=scope)
 
 def questions(n:int, seed:int=1, min_terms:int=2, max_terms:int=8)->list:
     "Questions of 2-8 Zipf terms mixed with stopwords, like 'what is the bako of tirumi?'"

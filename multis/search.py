@@ -135,8 +135,8 @@ SELECT c.*, -top.s AS bm25 FROM top JOIN chunks c ON c.id = top.id ORDER BY top.
 @patch
 def _bm25_top(self:Store, terms:list, n:int, scopes:list|None, bm25_weights)->list:
     "The `n` best rows for the OR of `terms` inside `scopes`, with their (positive) BM25"
-    join, where = ('', '') if scopes is None else \
-        ('JOIN chunks c ON c.id = chunks_fts.rowid', f"AND c.scope IN ({','.join('?'*len(scopes))})")
+    join, where = ('', '') if scopes is None else ('JOIN chunks k INDEXED BY chunks_id_scope ON k.id = chunks_fts.rowid',
+                                                   f"AND +k.scope IN ({','.join('?'*len(scopes))})")
     args = (*bm25_weights, fts_query(terms), *(scopes or ()), n)
     return self._sql(_CAND_SQL.format(join=join, where=where), args).fetchall()
 

@@ -14,7 +14,7 @@ from fastcore.basics import patch
 from .core import DocChunk, MultisError, home_path
 
 # %% ../nbs/05_store.ipynb 5
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FTS_TOKENIZE = 'porter unicode61'  # the full-text tokenizer; search tokenizes query words with the same one
 
 _TABLES = """
@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS chunks(
   content TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS chunks_file ON chunks(file_path);
 CREATE INDEX IF NOT EXISTS chunks_scope ON chunks(scope);
+CREATE INDEX IF NOT EXISTS chunks_id_scope ON chunks(id, scope);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
   name, content, section_path, content='chunks', content_rowid='id', tokenize='{tokenize}');
 CREATE TABLE IF NOT EXISTS access_history(

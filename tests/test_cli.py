@@ -98,3 +98,24 @@ def test_eval_scifact(scifact, tmp_path):
     res = json.loads(r.stdout)
     assert res['queries'] == 300
     assert res['ndcg@10'] >= 0.68
+
+def test_malformed_config_is_named_with_its_line(tmp_path):
+    home = tmp_path/'home'; home.mkdir()
+    (home/'config.json').write_text('{\n  "search": {\n    "decay": 0.5,\n  }\n}\n')
+    r = multis('search', 'water', home=home)
+    assert r.returncode == 1 and 'Traceback' not in r.stderr
+    assert f"{home/'config.json'}: invalid JSON at line 4" in r.stderr
+
+def test_config_type_errors_name_the_key(tmp_path):
+    home = tmp_path/'home'; home.mkdir()
+    (home/'config.json').write_text('{"search": {"activation_weight": "lots"}}')
+    r = multis('search', 'water', home=home)
+    assert r.returncode == 1 and "search.activation_weight must be a number, got 'lots'" in r.stderr
+
+def test_config_settings_change_the_search(tmp_path):
+    home = tmp_path/'home'; home.mkdir()
+    multis('index', str(REPO/'data'), '--scope', 'kb', '--quiet', home=home, check=0)
+    multis('search', 'tomatoes', '--limit', '3', home=home, check=0)   # records accesses
+    (home/'config.json').write_text('{"search": {"activation_weight": 0}}')
+    hits = json.loads(multis('search', 'tomatoes', '--json', '--no-record', home=home, check=0).stdout)
+    assert all(h['score'] == h['bm25'] for h in hits) and any(h['activation'] > 0 for h in hits)
