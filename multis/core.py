@@ -4,10 +4,10 @@
 
 # %% auto 0
 __all__ = ['ELEMENT_TYPES', 'DOCUMENT_TYPES', 'MultisError', 'ParseError', 'chunk_id_for', 'DocChunk', 'chunk_to_dict',
-           'chunk_from_dict', 'multis_home', 'home_path', 'atomic_write']
+           'chunk_from_dict', 'multis_home', 'home_path', 'atomic_write', 'LazyModule']
 
 # %% ../nbs/00_core.ipynb 2
-import hashlib, json, os
+import hashlib, importlib, json, os
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from fastcore.basics import patch
@@ -105,3 +105,12 @@ def atomic_write(path:Path|str,   # file to write
     finally:
         if tmp.exists(): tmp.unlink()
     return path
+
+# %% ../nbs/00_core.ipynb 27
+class LazyModule:
+    "A module that is imported on first attribute access"
+    def __init__(self, name:str): self.__dict__.update(_name=name, _mod=None)
+    def __getattr__(self, k):
+        if self._mod is None: self.__dict__['_mod'] = importlib.import_module(self._name)
+        return getattr(self._mod, k)
+    def __repr__(self): return f"LazyModule({self._name!r}, {'loaded' if self._mod else 'not loaded'})"

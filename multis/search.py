@@ -7,7 +7,6 @@ __all__ = ['STOPWORDS', 'MAX_TERMS', 'query_terms', 'fts_query', 'check_scopes',
 
 # %% ../nbs/06_search.ipynb 2
 import re, sqlite3, threading, time
-from contextlib import contextmanager
 from fastcore.basics import patch
 from .core import MultisError
 from .ranking import DEFAULTS, Hit, rerank, actr_scorer
@@ -140,15 +139,6 @@ def _bm25_top(self:Store, terms:list, n:int, scopes:list|None, bm25_weights)->li
     args = (*bm25_weights, fts_query(terms), *(scopes or ()), n)
     return self._sql(_CAND_SQL.format(join=join, where=where), args).fetchall()
 
-@patch
-@contextmanager
-def _snapshot(self:Store):
-    "One read transaction around several queries (none if a transaction is already open)"
-    if self.conn.in_transaction: yield; return
-    self._sql('BEGIN')
-    try: yield
-    finally: self.conn.execute('COMMIT')
-
 # %% ../nbs/06_search.ipynb 22
 @patch
 def candidates(self:Store, query:str,  # the user's text
@@ -165,14 +155,13 @@ def candidates(self:Store, query:str,  # the user's text
     if limit < 1: raise MultisError(f"limit must be at least 1, got {limit}")
     if not terms: return []
     n, prune = max(limit, int(limit*candidate_factor)), prune and not self.conn.in_transaction
-    with self._snapshot():
-        kept = self.informative_terms(terms) if prune else terms
-        rows = self._bm25_top(kept, n, scopes, bm25_weights)
-        if len(rows) < n and len(kept) < len(terms): rows = self._bm25_top(terms, n, scopes, bm25_weights)
-        acts = self.activations([r['chunk_id'] for r in rows], now=now, decay=decay)
+    kept = self.informative_terms(terms) if prune else terms
+    rows = self._bm25_top(kept, n, scopes, bm25_weights)
+    if len(rows) < n and len(kept) < len(terms): rows = self._bm25_top(terms, n, scopes, bm25_weights)
+    acts = self.activations([r['chunk_id'] for r in rows], now=now, decay=decay)
     return [Hit(chunk_from_row(r), bm25=r['bm25'], activation=acts.get(r['chunk_id'], 0.0)) for r in rows]
 
-# %% ../nbs/06_search.ipynb 24
+# %% ../nbs/06_search.ipynb 26
 @patch
 def search(self:Store, query:str,     # the user's text (never FTS5 syntax)
            limit:int=10,               # hits to return

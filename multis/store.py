@@ -190,6 +190,11 @@ def _row(c:DocChunk, now:str)->tuple:
             json.dumps(c.section_path, ensure_ascii=False), c.section_level, c.document_type, c.scope,
             json.dumps(c.metadata, ensure_ascii=False), now, now)
 
+def _rows(chunks:list)->list:
+    "Rows to store, one per chunk id (a repeated id keeps its first place and its last values, as upserts would)"
+    now = _now_iso()
+    return list({r[0]: r for r in (_row(c, now) for c in chunks)}.values())
+
 _UPSERT = (f"INSERT INTO chunks({','.join(_COLS)}, created_at, updated_at) VALUES ({','.join('?'*(len(_COLS)+2))}) "
            "ON CONFLICT(chunk_id) DO UPDATE SET " + ', '.join(f"{c}=excluded.{c}" for c in _COLS[1:]) +
            ", updated_at=excluded.updated_at")
@@ -200,7 +205,7 @@ def save(self:Store, chunks:list, # `DocChunk`s to insert or update
          bulk:int=200,            # from this many chunks on, fill the full-text index in one statement
         )->int:                   # number of chunks saved
     "Insert or update chunks by `chunk_id`, all in one transaction"
-    rows = [_row(c, _now_iso()) for c in chunks]
+    rows = _rows(chunks)
     if not rows: return 0
     with self.transaction():
         if len(rows) < bulk or self._any_exist(rows): self.conn.executemany(_UPSERT, rows)
@@ -292,17 +297,31 @@ def file_state(self:Store, file_path:str)->dict|None:
 @patch
 def replace_file(self:Store, file_path:str, chunks:list, state:dict):
     "Replace a file's chunks and record its state, in one transaction"
-    rows, fp = [_row(c, _now_iso()) for c in chunks], str(file_path)
-    with self.transaction():
-        self._sql('DELETE FROM access_history WHERE chunk_id IN (SELECT chunk_id FROM chunks WHERE file_path=?) '
-                  'AND chunk_id NOT IN (%s)' % ','.join('?'*len(rows)), (fp, *[r[0] for r in rows]))
-        self._sql('DELETE FROM chunks WHERE file_path=?', (fp,))
-        if len(rows) >= 200: self._bulk_insert(rows)
-        else: self.conn.executemany(_UPSERT, rows)
-        self._sql('INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?)', (fp, state.get('size'), state.get('mtime'),
-                  state.get('sha256'), state.get('scope', 'kb'), state.get('document_type'), len(rows), _now_iso()))
+    self.replace_files([(file_path, chunks, state)])
 
-# %% ../nbs/05_store.ipynb 37
+@patch
+def replace_files(self:Store, files:list, # (file_path, chunks, state) for each file
+                  bulk:int=200,           # from this many chunks on, fill the full-text index in one statement
+                 )->int:                  # chunks saved
+    "Replace several files' chunks and record their states, all in one transaction"
+    now, items = _now_iso(), [(str(fp), _rows(cs), st) for fp, cs, st in files]
+    rows = [r for _, rs, _ in items for r in rs]
+    with self.transaction():
+        for fp, rs, _ in items: self._drop_file(fp, [r[0] for r in rs])
+        if len(rows) >= bulk: self._bulk_insert(rows)
+        elif rows: self.conn.executemany(_UPSERT, rows)
+        self.conn.executemany('INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?)', [(fp, st.get('size'),
+            st.get('mtime'), st.get('sha256'), st.get('scope', 'kb'), st.get('document_type'), len(rs), now) for fp, rs, st in items])
+    return len(rows)
+
+@patch
+def _drop_file(self:Store, fp:str, keep:list):
+    "Delete a file's chunks, and the access history of those whose id is not in `keep`"
+    self._sql('DELETE FROM access_history WHERE chunk_id IN (SELECT chunk_id FROM chunks WHERE file_path=?) '
+              'AND chunk_id NOT IN (SELECT value FROM json_each(?))', (fp, json.dumps(keep)))
+    self._sql('DELETE FROM chunks WHERE file_path=?', (fp,))
+
+# %% ../nbs/05_store.ipynb 39
 @patch
 def stats(self:Store)->dict:
     "Counts: files, chunks, chunks per document type and per scope"

@@ -1,0 +1,107 @@
+"""Indexing speed: chunks per second into the multis store, beside a bare executemany into a plain FTS5 table.
+
+    .venv/bin/python bench/index.py              # 10,000 chunks, 3 interleaved repeats, about a minute
+    .venv/bin/python bench/index.py --n 50000 --repeats 5
+
+Generated Markdown files (a title, then 20 sections of Zipf text each) are parsed and chunked once to get the rows;
+every variant then writes those same rows into a fresh database in a temporary folder, the variants interleaved:
+  bare FTS5         executemany into fts5(name, content, section_path, tokenize='porter unicode61'), one transaction
+  Store.save        all chunks in one call (one transaction)
+  replace_file      one call (one transaction) per file, as the indexer stores a file
+  replace_files x50 one call (one transaction) per 50 files
+  index_directory   the whole pipeline from the files: hash, parse, chunk, replace_file per file
+  pipeline, x50     the same steps storing 50 files a transaction with replace_files (what index_directory could do)
+All databases use WAL and synchronous=NORMAL, as the store does. The figure is the best of the repeats.
+"""
+import argparse, json, os, sqlite3, sys, tempfile, time
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine, synthetic_chunks
+from multis.store import Store, FTS_TOKENIZE
+
+try: from multis.indexer import index_directory, file_sha256, prepare_chunks, parse_with_timeout, IndexLimits
+except ImportError: index_directory = None
+
+def write_markdown(folder:Path, n:int, per_file:int=20)->list:
+    "Markdown files holding n synthetic sections, 20 a file; returns their paths"
+    files = {}
+    for c in synthetic_chunks(n, per_file=per_file): files.setdefault(c.file_path, []).append(c)
+    paths = []
+    for fp, cs in files.items():
+        p = folder/Path(fp).name
+        p.write_text(f"# {cs[0].section_path[0]}\n\n" + ''.join(f"## {c.name}\n\n{c.content}\n\n" for c in cs))
+        paths.append(p)
+    return paths
+
+def parsed(paths:list, scope:str='kb')->dict:
+    "path -> chunks, as the indexer makes them"
+    return {str(p): prepare_chunks(parse_with_timeout(p, IndexLimits()), scope) for p in paths}
+
+def state(p:str)->dict:
+    s = os.stat(p)
+    return dict(size=s.st_size, mtime=s.st_mtime, sha256=file_sha256(Path(p)), scope='kb', document_type='md')
+
+def bare(db:Path, files:dict, states:dict):
+    con = sqlite3.connect(db, isolation_level=None)
+    con.execute('PRAGMA journal_mode=WAL'); con.execute('PRAGMA synchronous=NORMAL')
+    con.execute(f"CREATE VIRTUAL TABLE fts USING fts5(name, content, section_path, tokenize='{FTS_TOKENIZE}')")
+    rows = [(c.name, c.content, json.dumps(c.section_path, ensure_ascii=False)) for cs in files.values() for c in cs]
+    con.execute('BEGIN'); con.executemany('INSERT INTO fts VALUES (?, ?, ?)', rows); con.execute('COMMIT')
+    con.close()
+
+def save(db:Path, files:dict, states:dict):
+    with Store(db) as st: st.save([c for cs in files.values() for c in cs])
+
+def replace_each(db:Path, files:dict, states:dict):
+    with Store(db) as st:
+        for p, cs in files.items(): st.replace_file(p, cs, states[p])
+
+def replace_batched(db:Path, files:dict, states:dict, per:int=50):
+    with Store(db) as st:
+        items = [(p, cs, states[p]) for p, cs in files.items()]
+        for i in range(0, len(items), per): st.replace_files(items[i:i+per])
+
+def batched_pipeline(folder:Path, per:int=50):
+    "What index_directory would do storing 50 files a transaction: hash, parse and chunk each, replace_files"
+    def run(db:Path, files:dict, states:dict):
+        paths = sorted(folder.glob('*.md'))
+        with Store(db) as st:
+            for i in range(0, len(paths), per):
+                st.replace_files([(str(p), parsed([p])[str(p)], state(str(p))) for p in paths[i:i+per]])
+    return run
+
+def pipeline(folder:Path):
+    def run(db:Path, files:dict, states:dict):
+        with Store(db) as st:
+            s = index_directory(st, folder, progress=False)
+        assert not s.failed, s
+    return run
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--n', type=int, default=10_000, help='sections to generate (chunks: a few more, long ones split)')
+    ap.add_argument('--repeats', type=int, default=3)
+    args = ap.parse_args(argv)
+    print(machine())
+    if index_directory is None: sys.exit('multis.indexer (and multis.parsers) are needed')
+    with tempfile.TemporaryDirectory() as d:
+        docs = Path(d)/'docs'; docs.mkdir()
+        files = parsed(write_markdown(docs, args.n))
+        states, n = {p: state(p) for p in files}, sum(len(cs) for cs in files.values())
+        variants = {'bare FTS5': bare, 'Store.save': save, 'replace_file': replace_each, 'replace_files x50': replace_batched,
+                    'index_directory': pipeline(docs), 'pipeline, x50': batched_pipeline(docs)}
+        times = {k: [] for k in variants}
+        for r in range(args.repeats):
+            names = list(variants)[r % len(variants):] + list(variants)[:r % len(variants)]
+            for k in names:
+                db = Path(d)/f'{r}-{len(times[k])}-{k.replace(" ", "_")}.db'
+                t = time.perf_counter(); variants[k](db, files, states); times[k].append(time.perf_counter() - t)
+                for f in Path(d).glob(db.name + '*'): f.unlink()
+    print(f"\n{n:,} chunks from {len(files):,} Markdown files ({sum(len(c.content) for cs in files.values() for c in cs)/n:,.0f} "
+          f"characters a chunk), best of {args.repeats} interleaved repeats")
+    base = n / min(times['bare FTS5'])
+    print(f"{'variant':<18} {'chunks/s':>10} {'vs bare':>8}   {'all runs (s)'}")
+    for k, v in times.items():
+        print(f"{k:<18} {n/min(v):>10,.0f} {n/min(v)/base:>7.2f}x   {' '.join(f'{x:.2f}' for x in v)}")
+
+if __name__ == '__main__': main()
