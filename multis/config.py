@@ -22,7 +22,7 @@ DEFAULT_CONFIG = {
     'llm': {'provider': '', 'model': '', 'api_key': '', 'base_url': '', 'timeout': 60, 'max_tokens': 1024,
             'temperature': 0.3, 'max_prompt_chars': 24000},
     'memory': {'recent_window': 20, 'capture_threshold': 20, 'keep_recent': 5, 'max_sections': 5,
-               'log_retention_days': 30, 'retention_days': 90, 'admin_retention_days': 365},
+               'log_retention_days': 30, 'retention_days': 90, 'admin_retention_days': 365, 'index_raw': False},
     'search': {'activation_weight': 2.0, 'decay': 0.5, 'candidate_factor': 3, 'bm25_weights': [1.0, 1.0, 0.5]},
     'indexing': {'max_file_mb': 10, 'max_pages': 2000},
     'embeddings': {'provider': '', 'model': '', 'base_url': '', 'weight': 0.7},

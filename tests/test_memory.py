@@ -1,0 +1,247 @@
+"Chat memory end to end: capture with a scripted model, scopes, failures, pruning, retention, processes, hostile ids"
+import json, subprocess, sys, threading, time
+from pathlib import Path
+import pytest
+from multis.core import DocChunk, MultisError
+from multis.llm import FakeProvider, LLMError
+from multis.store import Store
+from multis.memory import (CAPTURE_SKILL, CaptureWorker, ChatMemory, apply_retention, capture, chat_scope, forget,
+                           index_message, load_capture_skill, log_message, remember, safe_chat_id, show_memory,
+                           split_sections)
+
+REPO = Path(__file__).resolve().parents[1]
+T = time.mktime((2026, 11, 22, 10, 30, 0, 0, 0, -1))
+DAY = 86400
+
+@pytest.fixture
+def store(tmp_path):
+    with Store(tmp_path/'multis.db') as st:
+        st.save([DocChunk('/kb/flats.md', 'Renting', 'How to rent a flat in Porto.'),
+                 DocChunk('/kb/cats.md', 'Cats', 'Cats sleep most of the day.')])
+        yield st
+
+def talk(mem, n=20, start=T, worker=None):
+    "n alternating messages; with a worker, trigger captures as the router does"
+    for i in range(n):
+        k = mem.append_message('user' if i % 2 == 0 else 'assistant', f'message {i} of chat {mem.chat_id}', now=start + i*60)
+        if worker: worker.maybe_capture(mem, k, now=start + i*60)
+
+def summaries(store, scopes):
+    return [h for h in store.search('Lisbon balcony flat', scopes=scopes) if h.element_type == 'memory_summary']
+
+def test_twenty_messages_trigger_one_capture(tmp_path, store):
+    mem = ChatMemory(1, home=tmp_path)
+    fake = FakeProvider(['- Rents a flat in Lisbon with a balcony.'])
+    with CaptureWorker(fake, store) as wk:
+        talk(mem, 19, worker=wk)
+        assert wk.wait(10) and fake.calls == []
+        talk(mem, 1, start=T + 3600, worker=wk)
+        assert wk.wait(10)
+    assert len(fake.calls) == 1
+    assert '- Rents a flat in Lisbon with a balcony.' in mem.memory_path.read_text()
+    assert len(mem.load_recent()) == 5
+    assert [h.scope for h in summaries(store, ['kb', 'user:1'])] == ['user:1']
+    assert summaries(store, ['kb', 'user:2']) == []
+    assert [h.scope for h in summaries(store, None)] == ['user:1']
+
+def test_reply_is_never_delayed_by_a_slow_capture(tmp_path, store):
+    entered, gate = threading.Event(), threading.Event()
+    def slow(system, messages): entered.set(); gate.wait(10); return '- Plays the cello.'
+    mem = ChatMemory(3, home=tmp_path)
+    with CaptureWorker(FakeProvider(slow), store) as wk:
+        talk(mem, 19)
+        t0 = time.monotonic()
+        n = mem.append_message('user', 'last one', now=T + 3600)
+        assert wk.maybe_capture(mem, n) is True
+        assert time.monotonic() - t0 < 0.5
+        assert entered.wait(10) and mem.load_memory() == ''
+        assert wk.submit(mem) is False                     # coalesced while running
+        gate.set()
+        assert wk.wait(10)
+    assert '- Plays the cello.' in mem.load_memory()
+
+@pytest.mark.parametrize('reply', [LLMError('Fake did not answer within 60 s (llm.timeout)', 'timeout', 'fake'),
+                                   LLMError('Fake had a server error (503)', 'server', 'fake', 503),
+                                   '', '\x00\x01\x02', '}{}{ 42 ][', 'x' * 10_000, '<<<data id=1 kind=memory>>>\n- x'])
+def test_failing_capture_loses_nothing(tmp_path, store, reply):
+    mem = ChatMemory(2, home=tmp_path)
+    talk(mem)
+    mem.append_memory('- Older note.', now=T - DAY)
+    before = (mem.recent_path.read_bytes(), mem.memory_path.read_bytes(), store.stats()['chunks'])
+    with pytest.raises(MultisError):
+        capture(mem, FakeProvider([reply]), store, now=T + 3600)
+    assert (mem.recent_path.read_bytes(), mem.memory_path.read_bytes(), store.stats()['chunks']) == before
+    with CaptureWorker(FakeProvider([reply]), store) as wk:      # in the background: logged, never raised
+        assert wk.submit(mem) and wk.wait(10)
+    assert (mem.recent_path.read_bytes(), store.stats()['chunks']) == before[::2]
+    good = FakeProvider(['- Wants a balcony in Lisbon.'])
+    assert capture(mem, good, store, now=T + 7200) == '- Wants a balcony in Lisbon.'
+    assert good.calls[0]['messages'][0]['content'].count('message ') == 20
+    assert len(mem.load_recent()) == 5 and len(summaries(store, ['user:2'])) == 1
+
+def test_nothing_notable_keeps_nothing_but_trims(tmp_path, store):
+    mem = ChatMemory(4, home=tmp_path)
+    talk(mem)
+    assert capture(mem, FakeProvider(['**No notable information.**']), store, now=T) is None
+    assert (mem.load_memory(), len(mem.load_recent()), store.stats()['chunks']) == ('', 5, 2)
+
+def test_pruning_keeps_last_five_sections(tmp_path, store):
+    mem = ChatMemory(5, home=tmp_path)
+    for k in range(7):
+        talk(mem, 20, start=T + k*DAY)
+        capture(mem, FakeProvider([f'- Lisbon fact number {k}.']), store, now=T + k*DAY + 3600)
+    secs = split_sections(mem.load_memory())[1]
+    assert [t.split('\n')[1] for _, t in secs] == [f'- Lisbon fact number {k}.' for k in range(2, 7)]
+    assert len(summaries(store, ['user:5'])) == 7                # the index keeps them until retention
+
+def test_messages_arriving_during_capture_are_kept(tmp_path, store):
+    mem = ChatMemory(6, home=tmp_path)
+    talk(mem)
+    def reply(system, messages):
+        mem.append_message('user', 'written while the model thinks', now=T + 5000)
+        return '- Lisbon.'
+    capture(mem, FakeProvider(reply), store, now=T + 5000)
+    assert [o['content'] for o in mem.load_recent()][-1] == 'written while the model thinks'
+    assert len(mem.load_recent()) == 6
+
+def test_owner_memory_is_shared_across_platforms(tmp_path, store):
+    tg = ChatMemory('123456789', is_owner=True, home=tmp_path)
+    bp = ChatMemory('!abcdef:beeper.local', is_owner=True, home=tmp_path)
+    talk(tg); talk(bp, start=T + 30)
+    capture(tg, FakeProvider(['- Flat viewing in Lisbon on 2026-11-30.']), store, now=T + 3600)
+    capture(bp, FakeProvider(['- Balcony needs a new plant.']), store, now=T + 7200)
+    assert tg.memory_path == bp.memory_path == tmp_path/'memory'/'chats'/'admin'/'memory.md'
+    assert len(split_sections(tg.memory_path.read_text())[1]) == 2
+    assert tg.recent_path != bp.recent_path and len(tg.load_recent()) == len(bp.load_recent()) == 5
+    assert {h.scope for h in summaries(store, None)} == {'admin'}
+    assert summaries(store, ['kb', 'user:123456789']) == []
+
+def test_commands(tmp_path, store):
+    mem, other = ChatMemory(7, home=tmp_path), ChatMemory(8, home=tmp_path)
+    assert show_memory(mem).startswith('No memory yet')
+    remember(mem, 'The Lisbon flat has a balcony', store, now=T)
+    remember(other, 'The Lisbon flat of chat 8', store, now=T)
+    mem.append_message('user', 'hi', now=T)
+    assert 'The Lisbon flat has a balcony' in show_memory(mem)
+    assert [h.scope for h in summaries(store, ['user:7'])] == ['user:7']
+    assert forget(mem, store) == 1
+    assert show_memory(mem).startswith('No memory yet') and summaries(store, ['user:7']) == []
+    assert len(mem.load_recent()) == 1 and mem.log_path(T).exists()
+    assert len(summaries(store, ['user:8'])) == 1 and 'chat 8' in other.load_memory()
+    with pytest.raises(MultisError, match='remember needs a note'): remember(mem, '   ', store)
+
+def test_index_raw_is_off_by_default(tmp_path, store):
+    mem = ChatMemory(9, home=tmp_path)
+    log_message(mem, 'user', 'Dinner with Caroline on Friday', store, now=T)
+    assert store.search('Caroline', scopes=['user:9']) == []
+    log_message(mem, 'user', 'Dinner with Caroline on Friday', store, cfg={'memory': {'index_raw': True}}, now=T, speaker='Mel')
+    hits = store.search('Caroline', scopes=['user:9'])
+    assert [(h.content, h.document_type, h.scope) for h in hits] == [('Mel: Dinner with Caroline on Friday', 'conversation', 'user:9')]
+    assert store.search('Caroline', scopes=['kb', 'user:10']) == []
+
+def test_retention_removes_what_is_old_and_nothing_else(tmp_path, store):
+    usr, own = ChatMemory(11, home=tmp_path), ChatMemory(12, is_owner=True, home=tmp_path)
+    for days in (400, 366, 200, 91, 89, 31, 30, 0):
+        for m in (usr, own):
+            remember(m, f'Lisbon note {days}', store, now=T - days*DAY)
+            m.append_message('user', f'said {days}', now=T - days*DAY)
+        index_message(store, usr, 'user', f'raw {days}', now=T - days*DAY)
+    docs = store.stats()['by_type']['txt']
+    res = apply_retention(tmp_path, store, {'memory': {'log_retention_days': 30, 'retention_days': 90, 'admin_retention_days': 365}}, now=T)
+    assert res == {'logs': 12, 'sections': 6, 'summaries': 6, 'messages': 6}
+    day = lambda n: time.strftime('%Y-%m-%d', time.localtime(T - n*DAY))
+    assert sorted(p.stem for p in usr.log_dir.iterdir()) == sorted([day(30), day(0)])
+    notes = lambda m: [t.split('\n')[1] for _, t in split_sections(m.load_memory())[1]]
+    assert notes(usr) == [f'Lisbon note {d}' for d in (89, 31, 30, 0)]
+    assert notes(own) == [f'Lisbon note {d}' for d in (200, 91, 89, 31, 30, 0)]
+    left = sorted(r[0] for r in store._sql("SELECT content FROM chunks WHERE document_type='conversation'"))
+    assert left == sorted([f'Lisbon note {d}' for d in (89, 31, 30, 0)] + [f'Lisbon note {d}' for d in (200, 91, 89, 31, 30, 0)]
+                          + ['raw 30', 'raw 0'])
+    assert store.stats()['by_type']['txt'] == docs and len(usr.load_recent()) == 8 and len(own.load_recent()) == 8
+    assert apply_retention(tmp_path, store, None, now=T) == {'logs': 0, 'sections': 0, 'summaries': 0, 'messages': 0}
+
+APPEND = """
+import sys
+from multis.memory import ChatMemory
+home, chat, tag, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+mem = ChatMemory(chat, home=home)
+for i in range(n): mem.append_message('user', f'{tag}-{i:03d}', now=1795343400.0)
+"""
+
+def test_two_processes_appending_to_one_chat_lose_nothing(tmp_path):
+    procs = [subprocess.Popen([sys.executable, '-c', APPEND, str(tmp_path), '-100777', tag, '200']) for tag in ('a', 'b')]
+    assert [p.wait(120) for p in procs] == [0, 0]
+    mem = ChatMemory('-100777', home=tmp_path)
+    want = {f'{t}-{i:03d}' for t in 'ab' for i in range(200)}
+    lines = [l for f in mem.log_dir.iterdir() for l in f.read_text().splitlines()]
+    assert len(lines) == 400 and {l.split('**: ', 1)[1] for l in lines} == want
+    window = mem.load_recent()
+    assert len(window) == 400 and {o['content'] for o in window} == want and len({o['id'] for o in window}) == 400
+    for t in 'ab': assert [o['content'] for o in window if o['content'][0] == t] == sorted(w for w in want if w[0] == t)
+
+CAPTURE_LOOP = """
+import json, sys, time
+from multis.memory import ChatMemory, capture
+from multis.llm import FakeProvider
+from multis.store import Store
+home, chat, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+mem, seen = ChatMemory(chat, home=home), set()
+def reply(system, messages):
+    seen.update(l.split(': ', 1)[1] for l in messages[0]['content'].splitlines() if l.startswith('[') and ': ' in l)
+    return '- noted.'
+with Store(sys.argv[4]) as st:
+    for _ in range(rounds):
+        capture(mem, FakeProvider(reply), st, cfg={'memory': {'keep_recent': 3}})
+        time.sleep(0.01)
+print(json.dumps(sorted(seen)))
+"""
+
+def test_capture_in_another_process_loses_no_message(tmp_path):
+    db = tmp_path/'multis.db'
+    Store(db).close()
+    app = subprocess.Popen([sys.executable, '-c', APPEND, str(tmp_path), '55', 'm', '300'])
+    cap = subprocess.run([sys.executable, '-c', CAPTURE_LOOP, str(tmp_path), '55', '40', str(db)], capture_output=True, text=True, timeout=120)
+    assert app.wait(120) == 0 and cap.returncode == 0, cap.stderr
+    mem = ChatMemory('55', home=tmp_path)
+    kept = {o['content'] for o in mem.load_recent()}
+    summarised = set(json.loads(cap.stdout))
+    assert summarised, 'the capture loop never saw a message'
+    assert {f'm-{i:03d}' for i in range(300)} <= kept | summarised
+
+HOSTILE = ['../../etc', '..', '.', 'x/../../y', '\x00', '/etc/passwd', 'C:\\Windows', 'a' * 500, 'a' * 501,
+           'Ünïcode ✓', '日本語', 'admin', 'ADMIN', 'con', '.hidden', 'abc', 'ABC', '!abc:beeper.local', -100123, 'a b']
+
+def test_hostile_chat_ids_are_safe(tmp_path, store):
+    root = (tmp_path/'memory'/'chats').resolve()
+    dirs = set()
+    for cid in HOSTILE:
+        mem = ChatMemory(cid, home=tmp_path)
+        mem.append_message('user', f'hello from {cid!r}', now=T)
+        mem.append_memory('- a note', now=T)
+        assert mem.dir.resolve().parent == root and mem.dir.name not in ('', '.', '..', 'admin')
+        assert len(mem.dir.name) <= 100 and chat_scope(cid).startswith('user:')
+        dirs.add(mem.dir.name.lower())
+        remember(mem, 'Lisbon', store, now=T)
+    assert len(dirs) == len(HOSTILE)                           # no two ids share a folder, even case-insensitively
+    assert {p.name for p in tmp_path.iterdir()} - {'multis.db', 'multis.db-wal', 'multis.db-shm'} == {'memory'}
+    assert not (tmp_path/'memory'/'chats'/'admin').exists()  # nobody but the owner reaches admin/
+    assert len({chat_scope(c) for c in HOSTILE}) == len(HOSTILE)
+    for bad in ('', '   ', None):
+        with pytest.raises(MultisError, match='chat id is empty'): ChatMemory(bad, home=tmp_path)
+
+def test_capture_skill_file(tmp_path, store):
+    assert (REPO/'skills'/'capture.md').read_text(encoding='utf-8') == CAPTURE_SKILL
+    assert load_capture_skill(tmp_path).source == 'default'
+    (tmp_path/'skills').mkdir()
+    (tmp_path/'skills'/'capture.md').write_text('---\nmax_tokens: 99\ntemperature: 0\n---\nOnly keep the names of pets.\n')
+    mem = ChatMemory(13, home=tmp_path)
+    talk(mem)
+    fake = FakeProvider(['- Pet: a cat named Miso.'])
+    capture(mem, fake, store, now=T)
+    assert fake.calls[0]['system'].startswith('Only keep the names of pets.')
+    assert (fake.calls[0]['max_tokens'], fake.calls[0]['temperature']) == (99, 0)
+    (tmp_path/'skills'/'capture.md').write_text('---\nmax_tokens: [\n---\nx\n')
+    talk(mem, start=T + DAY)
+    before = mem.recent_path.read_bytes()
+    with pytest.raises(MultisError, match='skills/capture.md: the frontmatter is not valid YAML'): capture(mem, fake, store)
+    assert mem.recent_path.read_bytes() == before
