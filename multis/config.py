@@ -27,6 +27,8 @@ DEFAULT_CONFIG = {
     'indexing': {'max_file_mb': 10, 'max_pages': 2000},
     'embeddings': {'provider': '', 'model': '', 'base_url': '', 'weight': 0.7},
     'governance': {'enabled': True},
+    'allow_groups': False,
+    'rate_limit': {'per_minute': 10, 'per_day': 200},
     'service': {'port': 5858},
     'watch': [],
 }
@@ -43,6 +45,8 @@ def deep_merge(base:dict, over:dict)->dict:
 class ConfigError(MultisError):
     "A config file that cannot be used; the message names the file and the key or line"
 
+_IDS = {'owner_id', 'pairing_code'}  # chat ids and codes may be written as numbers
+
 def _kind(v):
     if isinstance(v, bool): return bool
     if isinstance(v, (int, float)): return float
@@ -53,6 +57,7 @@ def _type_errors(cfg:dict, defaults:dict, prefix:str='')->list:
     for k,dv in defaults.items():
         if k not in cfg: continue
         v, name = cfg[k], f"{prefix}{k}"
+        if name in _IDS and _kind(v) in (str, float): continue
         if _kind(v) is not _kind(dv): errs.append(f"{name} must be {_kind(dv).__name__.replace('float','a number')}, got {v!r}")
         elif isinstance(dv, dict) and dv: errs += _type_errors(v, dv, f"{name}.")
     return errs

@@ -61,7 +61,7 @@ def reply(self:Conversation, chat_id,        # the platform's chat id
     elif stated and '?' not in text: ans = Answer(_acknowledge(stated))
     else:
         ans = ask_config(text, self.store, self.cfg, scopes=None if is_owner else ['kb', mem.scope],
-                         memory=mem.load_memory(), recent=before, provider=self.provider, now=now)
+                         memory=mem.load_memory(), recent=before, provider=self.provider, now=now, detail=is_owner)
     n = log_message(mem, 'assistant', ans.text, self.store, self.cfg, now)
     self._after(mem, n, now)
     return ans

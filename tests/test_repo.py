@@ -12,7 +12,7 @@ def test_readme_has_two_setup_commands():
     assert len(cmds) >= 2
     main, tests = cmds[0].strip(), cmds[1].strip()
     assert '\n' not in main and '\n' not in tests
-    assert 'multis index data --scope kb' in main and 'multis ask' in main
+    assert 'multis index data --scope kb' in main and main.endswith('multis chat')
     assert 'tools/test.sh' in tests and '.[dev]' in tests
 
 def test_ci_runs_the_readme_test_command():

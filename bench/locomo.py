@@ -1,0 +1,368 @@
+"""LoCoMo memory retrieval: is a question's evidence turn in the top k when it is searched in its chat's scope?
+
+    .venv/bin/python bench/locomo.py                     # tune (0-4) and report (5-9) splits, ~2 min
+    .venv/bin/python bench/locomo.py --split tune        # conversations 0 to 4 only (~1 min)
+    .venv/bin/python bench/locomo.py --conversations 0,1 # any conversations
+
+Reads ../shared/eval/locomo/locomo10.json (never copied into the repo). Each conversation becomes one chat
+(`locomo-<i>`, scope `user:locomo-<i>`), all of them in one database: its turns go through `log_message` with
+`memory.index_raw` on, `now` = the session's date plus a minute a turn and `speaker` = the speaker's name. Each question
+of categories 1-4 is then searched as a non-owner chat would search (`scopes=['kb', 'user:locomo-<i>']`,
+`record=False`); a hit from another chat fails the run. Evidence Recall@k (the share of a question's evidence turns in
+the top k) and hit@k (at least one of them in the top k) are averaged over questions, overall and per category.
+
+Beside it, in the same run: plain per-conversation FTS5 tables of the turns (text; speaker + text), and other ways
+`index_message` could store a turn (the day in words, the previous messages as context in the content or in
+section_path, image captions), each in its own database and searched with the same `Store.search`. The variants were
+explored on conversations 0-4 only; conversations 5-9 are the report. Local time is set to UTC so that log files, stamps
+and days are the sessions' own dates.
+"""
+import argparse, copy, json, os, re, sqlite3, sys, tempfile, time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine
+from multis.core import DocChunk
+from multis.config import DEFAULT_CONFIG, cfg_get
+from multis.memory import ChatMemory, chat_scope, log_message, _stamp
+from multis.ranking import DEFAULTS
+from multis.search import fts_query, query_terms
+from multis.store import Store, FTS_TOKENIZE
+
+os.environ['TZ'] = 'UTC'   # local time = UTC: log files, stamps and days are the sessions' own dates
+if hasattr(time, 'tzset'): time.tzset()
+
+LOCOMO = Path(__file__).resolve().parents[2]/'shared'/'eval'/'locomo'/'locomo10.json'
+CATS = {1: 'multi-hop', 2: 'temporal', 3: 'open-domain', 4: 'single-hop'}
+KS = (1, 5, 10)
+SPLITS = {'tune': range(0, 5), 'report': range(5, 10), 'all': range(0, 10)}
+TURN_GAP = 60.0   # seconds between two turns of a session
+
+# ---------------------------------------------------------------- data
+
+@dataclass
+class Turn:
+    dia_id:str; session:int; ts:float; speaker:str; text:str; caption:str=''
+
+@dataclass
+class Question:
+    text:str; category:int; evidence:list
+
+@dataclass
+class Conv:
+    idx:int; sample_id:str; turns:list=field(default_factory=list); questions:list=field(default_factory=list)
+    dropped:tuple=(0, 0)  # (evidence ids naming no turn, questions left without evidence)
+
+def session_time(s:str)->float:
+    "'1:56 pm on 8 May, 2023' as seconds since the epoch (UTC)"
+    return datetime.strptime(s.strip(), '%I:%M %p on %d %B, %Y').timestamp()
+
+def clean_evidence(ev:list)->list:
+    "Evidence ids cleaned: 'D8:6; D9:17' split, 'D:11:26' and 'D30:05' fixed, repeats dropped"
+    return list(dict.fromkeys(re.sub(r'^D:?(\d+):0*(\d+)$', r'D\1:\2', e) for x in ev for e in re.split(r'[;\s]+', x) if e))
+
+def load_conv(idx:int, d:dict)->Conv:
+    "One conversation: its turns in order with their times, and its questions of categories 1-4"
+    c = d['conversation']
+    cv = Conv(idx, d['sample_id'])
+    for n in sorted(int(m[1]) for k in c if (m := re.fullmatch(r'session_(\d+)', k))):
+        t0 = session_time(c[f'session_{n}_date_time'])
+        cv.turns += [Turn(t['dia_id'], n, t0 + i*TURN_GAP, t['speaker'], t['text'], t.get('blip_caption', ''))
+                     for i, t in enumerate(c[f'session_{n}'])]
+    known, qs = {t.dia_id for t in cv.turns}, [q for q in d['qa'] if q['category'] in CATS]
+    cleaned = [clean_evidence(q.get('evidence', [])) for q in qs]
+    evs = [[e for e in ev if e in known] for ev in cleaned]
+    cv.questions = [Question(q['question'], q['category'], ev) for q, ev in zip(qs, evs) if ev]
+    cv.dropped = (sum(map(len, cleaned)) - sum(map(len, evs)), len(qs) - len(cv.questions))
+    return cv
+
+def load(path:Path)->list:
+    "Every conversation of locomo10.json"
+    return [load_conv(i, d) for i, d in enumerate(json.loads(path.read_text(encoding='utf-8')))]
+
+# ---------------------------------------------------------------- the proposed index_message
+
+CONTEXT_MESSAGES, CONTEXT_GAP, CONTEXT_WORDS = 2, 1800.0, 50
+
+def day_words(ts:float)->str:
+    "'8 May 2023' (local time, as the log's file names)"
+    lt = time.localtime(ts)
+    return f"{lt.tm_mday} {time.strftime('%B %Y', lt)}"
+
+def message_context(window:list, now:float, n:int=CONTEXT_MESSAGES, gap:float=CONTEXT_GAP, words:int=CONTEXT_WORDS)->list:
+    "The texts of the window's last `n` messages of the `gap` seconds before `now`, each cut to `words` words"
+    recent = [o for o in window if isinstance(o.get('ts'), (int, float)) and 0 <= now - o['ts'] <= gap][-n:] if n else []
+    return [' '.join(o['content'].split()[:words]) for o in recent]
+
+def index_message_ctx(store:Store, mem:ChatMemory, role:str, content:str, now:float|None=None,
+                      speaker:str|None=None, # the sender's name, when known
+                      context:list|None=None, # the texts of the messages just before it, oldest first
+                     )->DocChunk:
+    "Proposed `index_message`: the day in words in the name; the previous messages, then the name, as section_path"
+    now = time.time() if now is None else float(now)
+    name = f"{speaker or role}, {day_words(now)}, {time.strftime('%H:%M', time.localtime(now))}"
+    c = DocChunk(str(mem.log_path(now)), name, f"{speaker}: {content}" if speaker else content, element_type='paragraph',
+                 section_path=[*(context or []), name], document_type='conversation', scope=mem.scope,
+                 metadata={'chat_id': mem.chat_id, 'role': role, 'speaker': speaker, 'ts': now})
+    store.save([c])
+    return c
+
+def log_message_ctx(mem:ChatMemory, role:str, content:str, store:Store|None=None, cfg:dict|None=None,
+                    now:float|None=None, speaker:str|None=None)->tuple:
+    "Proposed `log_message`: the context is taken from the window before the message joins it; (window length, chunk)"
+    now = time.time() if now is None else float(now)
+    index = store is not None and cfg_get(cfg or {}, 'memory.index_raw', False)
+    ctx = message_context(mem.load_recent(), now) if index else []
+    n = mem.append_message(role, content, now)
+    return n, (index_message_ctx(store, mem, role, content, now, speaker, ctx) if index else None)
+
+# ---------------------------------------------------------------- other ways a turn could become a chunk
+
+CFG = copy.deepcopy(DEFAULT_CONFIG)
+CFG['memory']['index_raw'] = True
+S = 'section_path'
+
+def chat_id(cv:Conv)->str: return f"locomo-{cv.idx}"
+
+@dataclass
+class Variant:
+    "One way of storing a turn"
+    label:str
+    path:str='alt'         # 'today': log_message -> index_message; 'proposed': log_message_ctx; 'alt': alt_chunk only
+    date:bool=False        # the day in words in the name ('Caroline, 8 May 2023, 13:56')
+    prev:int=0             # previous messages (of the last CONTEXT_GAP seconds) stored as context
+    prev_col:str='content' # where that context goes: 'content' or 'section_path'
+    ctx_speaker:bool=False # context messages start with their speaker's name
+    ctx_words:int=0        # context messages cut to their first n words (0: whole)
+    own_last:bool=False    # section_path ends with the message's own name
+    caption:bool=False     # the shared image's caption after the text (LoCoMo's blip_caption)
+    nxt:int=0              # the following messages as context too (unknown at indexing time: an upper bound)
+    selectable:bool=True   # something index_message could do from what a chat gives it
+
+def own_text(t:Turn, v:Variant)->str:
+    "The turn's text, with its image's caption if the variant stores it"
+    return f"{t.text} [image: {t.caption}]" if v.caption and t.caption else t.text
+
+def context(turns:list, i:int, v:Variant)->list:
+    "The messages around turn i that this variant stores with it"
+    near = lambda j: abs(turns[i].ts - turns[j].ts) <= CONTEXT_GAP
+    around = [j for j in range(max(0, i - v.prev), min(len(turns), i + 1 + v.nxt)) if j != i and near(j)]
+    cut = lambda s: ' '.join(s.split()[:v.ctx_words]) if v.ctx_words else s
+    return [(f"{turns[j].speaker}: " if v.ctx_speaker else '') + cut(own_text(turns[j], v)) for j in around]
+
+def alt_chunk(mem:ChatMemory, t:Turn, ctx:list, v:Variant)->DocChunk:
+    "The chunk another `index_message` would store for turn t"
+    body = f"{t.speaker}: {own_text(t, v)}"
+    if ctx and v.prev_col == 'content': body += '\n\n' + '\n'.join(f"(context) {c}" for c in ctx)
+    name = f"{t.speaker}, {day_words(t.ts)}, {time.strftime('%H:%M', time.localtime(t.ts))}" if v.date else f"{t.speaker} {_stamp(t.ts)}"
+    sec = (ctx if v.prev_col == S else []) + ([name] if v.own_last else [])
+    return DocChunk(str(mem.log_path(t.ts)), name, body, element_type='paragraph', section_path=sec, document_type='conversation',
+                    scope=mem.scope, metadata={'chat_id': mem.chat_id, 'role': 'user', 'speaker': t.speaker, 'ts': t.ts})
+
+def newest(store:Store)->tuple:
+    "(rows, chunk_id of the newest row)"
+    return store.conn.execute('SELECT count(*), (SELECT chunk_id FROM chunks ORDER BY id DESC LIMIT 1) FROM chunks').fetchone()
+
+def index_turn(store:Store, mem:ChatMemory, cv:Conv, i:int, v:Variant)->tuple:
+    "(window length, chunk id) after sending turn i through the chat's memory the variant's way"
+    t = cv.turns[i]
+    if v.path == 'today':
+        rows = newest(store)[0]
+        n = log_message(mem, 'user', t.text, store, CFG, now=t.ts, speaker=t.speaker)
+        after, cid = newest(store)
+        assert after == rows + 1, f"{t.dia_id}: index_message overwrote an earlier chunk"
+        assert cid == alt_chunk(mem, t, [], VARIANTS[0]).chunk_id, "alt_chunk no longer rebuilds index_message's chunk"
+        return n, cid
+    if v.path == 'proposed':
+        n, c = log_message_ctx(mem, 'user', t.text, store, CFG, now=t.ts, speaker=t.speaker)
+        return n, c.chunk_id
+    c = alt_chunk(mem, t, context(cv.turns, i, v), v)   # the chat's files play no part in what gets indexed
+    store.save([c])
+    return 0, c.chunk_id
+
+def feed(store:Store, home:Path, cv:Conv, v:Variant)->dict:
+    "Send the conversation's turns through the chat's memory in order; chunk_id -> dia_id of what got indexed"
+    mem, ids, keep = ChatMemory(chat_id(cv), home=home), {}, CFG['memory']['recent_window']
+    for i, t in enumerate(cv.turns):
+        n, cid = index_turn(store, mem, cv, i, v)
+        assert cid not in ids, f"{t.dia_id}: chunk id of an earlier turn"
+        ids[cid] = t.dia_id
+        if n >= 2*keep: mem.trim_recent(keep)   # Conversation trims at keep + 1; every 20 turns is enough here
+    return ids
+
+# ---------------------------------------------------------------- asking and scoring
+
+def ask(store:Store, cv:Conv, ids:dict, weights=DEFAULTS['bm25_weights'], record:bool=False)->list:
+    "The dia_ids of each question's top 10, searched as a non-owner chat; no hit may come from another chat"
+    scope, now = chat_scope(chat_id(cv)), cv.turns[-1].ts + 86400
+    out = []
+    for j, q in enumerate(cv.questions):
+        hits = store.search(q.text, limit=max(KS), scopes=['kb', scope], bm25_weights=weights, record=record, now=now + j*60)
+        assert all(h.scope == scope and h.chunk_id in ids for h in hits), f"{cv.sample_id}: a hit from outside the chat"
+        out.append([ids[h.chunk_id] for h in hits])
+    return out
+
+def bare_ranked(cv:Conv, speaker:bool)->list:
+    "The baseline: the turns of one conversation in a plain FTS5 table, the question's terms ORed, bm25 order"
+    db = sqlite3.connect(':memory:')
+    db.execute(f"CREATE VIRTUAL TABLE t USING fts5(content, tokenize='{FTS_TOKENIZE}')")
+    db.executemany('INSERT INTO t(rowid, content) VALUES (?, ?)',
+                   [(i, f"{t.speaker}: {t.text}" if speaker else t.text) for i, t in enumerate(cv.turns)])
+    sql, out = f'SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT {max(KS)}', []
+    for q in cv.questions:
+        terms = query_terms(q.text)
+        out.append([cv.turns[r].dia_id for (r,) in db.execute(sql, (fts_query(terms),))] if terms else [])
+    db.close()
+    return out
+
+def question_scores(ranked:list, evidence:list)->dict:
+    "Recall@k (share of the evidence in the top k) and hit@k (any of it in the top k) of one question"
+    ev = set(evidence)
+    return {**{f'R@{k}': len(ev & set(ranked[:k])) / len(ev) for k in KS}, **{f'hit@{k}': float(bool(ev & set(ranked[:k]))) for k in KS}}
+
+def score_rows(convs:list, ranked:dict)->list:
+    "(conversation, category, scores) of each question; `ranked`: conversation -> each question's dia_ids"
+    return [(cv.idx, q.category, question_scores(r, q.evidence)) for cv in convs for q, r in zip(cv.questions, ranked[cv.idx])]
+
+def mean(rows:list, convs, cat:int|None=None)->dict:
+    "Averages over the questions of these conversations (and category); n = how many"
+    sel = [s for i, c, s in rows if i in convs and (cat is None or c == cat)]
+    return {'n': len(sel), **{k: sum(s[k] for s in sel) / len(sel) for k in sel[0]}} if sel else {'n': 0}
+
+# ---------------------------------------------------------------- running the variants
+
+def build(convs:list, v:Variant, tmp:Path, per_chat_db:bool=False)->tuple:
+    "({conversation: store}, {conversation: {chunk_id: dia_id}}, seconds): every chat in one database (or one each)"
+    home = Path(tempfile.mkdtemp(dir=tmp))
+    one = None if per_chat_db else Store(home/'multis.db')
+    stores = {cv.idx: one or Store(home/f'multis{cv.idx}.db') for cv in convs}
+    t = time.perf_counter()
+    ids = {cv.idx: feed(stores[cv.idx], home, cv, v) for cv in convs}
+    return stores, ids, time.perf_counter() - t
+
+def ask_all(convs:list, stores:dict, ids:dict, **kw)->tuple:
+    "(score rows, seconds) of every question of these conversations"
+    t = time.perf_counter()
+    ranked = {cv.idx: ask(stores[cv.idx], cv, ids[cv.idx], **kw) for cv in convs}
+    return score_rows(convs, ranked), time.perf_counter() - t
+
+def run(convs:list, v:Variant, tmp:Path, per_chat_db:bool=False, asks:dict|None=None)->dict:
+    "label -> (score rows, seconds to index, seconds to ask) of a variant, asked once per entry of `asks` (in order)"
+    stores, ids, t_ix = build(convs, v, tmp, per_chat_db)
+    out = {}
+    for label, kw in (asks or {v.label: {}}).items():
+        rows, t_ask = ask_all(convs, stores, ids, **kw)
+        out[label] = (rows, t_ix, t_ask)
+    for st in set(stores.values()): st.close()
+    return out
+
+def run_bare(convs:list, speaker:bool)->tuple:
+    "(score rows, 0, seconds to ask) of the plain FTS5 baseline"
+    t = time.perf_counter()
+    return score_rows(convs, {cv.idx: bare_ranked(cv, speaker) for cv in convs}), 0.0, time.perf_counter() - t
+
+# ---------------------------------------------------------------- the runs and the tables
+
+TODAY = Variant('today: log_message -> index_message', path='today')
+PROPOSED = Variant('H  proposed: E, 50 words, own name last', path='proposed')
+_H = dict(date=True, prev=2, prev_col=S, ctx_words=50, own_last=True)
+VARIANTS = [
+    Variant('A  today\'s chunk rebuilt (noise of ties)'),
+    Variant('B  day in words in the name', date=True),
+    Variant('C  B + 2 previous messages in content', date=True, prev=2),
+    Variant('D  B + previous message in section_path', date=True, prev=1, prev_col=S),
+    Variant('E  B + 2 previous in section_path', date=True, prev=2, prev_col=S),
+    Variant('F  E with speakers\' names in the context', date=True, prev=2, prev_col=S, ctx_speaker=True),
+    Variant('G  B + 3 previous in section_path', date=True, prev=3, prev_col=S),
+    PROPOSED,
+    Variant('I  H + image captions *', **_H, caption=True, selectable=False),
+    Variant('J  H + the next message *', **_H, nxt=1, selectable=False),
+]
+FTS_TEXT, FTS_SPEAKER = 'FTS5 per conversation: text', 'FTS5 per conversation: speaker: text'
+H_ASKS = {PROPOSED.label: {}, **{f'H, weights {w}': {'weights': w} for w in ((1.0, 1.0, 0.25), (1.0, 1.0, 1.0), (2.0, 1.0, 0.5))},
+          'H, accesses recorded': {'record': True}}
+
+def run_all(convs:list, tmp:Path)->dict:
+    "label -> (score rows, seconds to index, seconds to ask) of the baselines and every variant"
+    res = {FTS_TEXT: run_bare(convs, False), FTS_SPEAKER: run_bare(convs, True)}
+    res |= run(convs, TODAY, tmp, asks={TODAY.label: {}, 'today, accesses recorded': {'record': True}})
+    res |= run(convs, TODAY, tmp, per_chat_db=True, asks={'today, a database per chat': {}})
+    for v in VARIANTS: res |= run(convs, v, tmp, asks=H_ASKS if v is PROPOSED else None)
+    return res
+
+W = 44
+HEAD = (f"{'':<{W}} {'n':>4} | {'R@1':>5} {'R@5':>5} {'R@10':>5} | {'hit@1':>5} {'hit@5':>5} {'hit@10':>6} | R@10 of category"
+        + ''.join(f"{c:>6}" for c in CATS))
+
+def table(res:dict, convs, title:str):
+    "One line per run: n, R@k, hit@k and R@10 per category over these conversations"
+    print(f"\n{title}\n{HEAD}")
+    for label, (rows, _, _) in res.items():
+        m = mean(rows, convs)
+        if not m['n']: continue
+        cats = ''.join(f"{mean(rows, convs, c).get('R@10', float('nan')):>6.3f}" for c in CATS)
+        print(f"{label:<{W}} {m['n']:>4} | " + ' '.join(f"{m[f'R@{k}']:>{max(5, len(str(k)) + 2)}.3f}" for k in KS) + ' | '
+              + ' '.join(f"{m[f'hit@{k}']:>{len(f'hit@{k}')}.3f}" for k in KS) + f" | {'':16}{cats}")
+
+def by_category(res:dict, labels:list, convs, title:str):
+    "Every figure per category for a few runs"
+    print(f"\n{title}")
+    for c in CATS:
+        for label in labels:
+            m = mean(res[label][0], convs, c)
+            if m['n']: print(f"  {c} {CATS[c]:<12} {label:<{W}} n={m['n']:>3}  " + '  '.join(f"{k} {m[k]:.3f}" for k in m if k != 'n'))
+
+def best_on(res:dict, convs)->str:
+    "The selectable variant with the best R@10 on these conversations"
+    ok = [v.label for v in [TODAY, *VARIANTS] if v.selectable]
+    return max(ok, key=lambda l: mean(res[l][0], convs)['R@10'])
+
+def settings(convs:list, path:Path):
+    "The data and how it is indexed and asked"
+    qs = [q for cv in convs for q in cv.questions]
+    print(f"LoCoMo {path.name}: conversations {','.join(str(cv.idx) for cv in convs)}: {sum(len(cv.turns) for cv in convs):,} turns, "
+          f"{len(qs):,} questions of categories 1-4 (" + ', '.join(f"{c} {CATS[c]} {sum(q.category == c for q in qs)}" for c in CATS) + ')')
+    print(f"  evidence ids naming no turn left out: {sum(cv.dropped[0] for cv in convs)}; questions left without evidence: "
+          f"{sum(cv.dropped[1] for cv in convs)}")
+    print(f"  turns: log_message(chat 'locomo-<i>', role 'user', cfg memory.index_raw=True, now=session date + {TURN_GAP:.0f} s a turn, "
+          f"speaker=name); window trimmed to {CFG['memory']['recent_window']}; all chats in one database")
+    print(f"  questions: Store.search(q, limit={max(KS)}, scopes=['kb', 'user:locomo-<i>'], record=False), defaults {DEFAULTS}")
+    print(f"  context (B-J): previous messages of the last {CONTEXT_GAP/60:.0f} min; H cuts each to {CONTEXT_WORDS} words")
+    print(f"  R@k: share of a question's evidence turns in the top k; hit@k: at least one in the top k; averaged over questions")
+    print(f"  categories: " + ', '.join(f"{c} {CATS[c]}" for c in CATS) + "; * not available to index_message (left out of the selection)")
+
+def report(res:dict, convs:list, custom:bool):
+    "The tables: each split (or the chosen conversations), the best variant on the tune split, the report split by category"
+    have = {cv.idx for cv in convs}
+    groups = ([('conversations ' + ','.join(map(str, sorted(have))), have)] if custom else
+              [(f"{n} split (conversations {r.start}-{r.stop - 1})", set(r)) for n, r in SPLITS.items() if n != 'all' and set(r) <= have])
+    for title, g in groups: table(res, g, title)
+    if set(range(10)) <= have and not custom:
+        table({k: res[k] for k in (FTS_TEXT, FTS_SPEAKER, TODAY.label, PROPOSED.label)}, set(range(10)), "all ten conversations")
+    tune, rep = set(SPLITS['tune']), set(SPLITS['report'])
+    if tune <= have and not custom:
+        best = best_on(res, tune)
+        print(f"\nbest on the tune split by R@10: {best}")
+        if rep <= have: by_category(res, list(dict.fromkeys([FTS_SPEAKER, TODAY.label, best, PROPOSED.label])), rep,
+                                    'report split by category:')
+    print(f"\nscopes: {sum(len(cv.questions) for cv in convs):,} questions x {len(res) - 2} runs, no hit from outside the asking chat")
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--path', type=Path, default=LOCOMO, help='locomo10.json')
+    ap.add_argument('--split', choices=list(SPLITS), default='all', help='tune: 0-4, report: 5-9, all: both')
+    ap.add_argument('--conversations', help='comma-separated conversation numbers (overrides --split)')
+    args = ap.parse_args(argv)
+    print(machine())
+    if not args.path.is_file(): sys.exit(f"LoCoMo not found at {args.path}")
+    want = [int(x) for x in args.conversations.split(',')] if args.conversations else list(SPLITS[args.split])
+    convs = [cv for cv in load(args.path) if cv.idx in want]
+    settings(convs, args.path)
+    t = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp: res = run_all(convs, Path(tmp))
+    report(res, convs, bool(args.conversations))
+    print(f"\nindexing {sum(len(cv.turns) for cv in convs) / res[TODAY.label][1]:,.0f} turns/s and asking "
+          f"{len(res[TODAY.label][0]) / res[TODAY.label][2]:,.0f} questions/s (multis today); whole run {time.perf_counter() - t:.0f} s")
+
+if __name__ == '__main__': main()
