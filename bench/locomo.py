@@ -1,6 +1,6 @@
 """LoCoMo memory retrieval: is a question's evidence turn in the top k when it is searched in its chat's scope?
 
-    .venv/bin/python bench/locomo.py                     # tune (0-4) and report (5-9) splits, ~2 min
+    .venv/bin/python bench/locomo.py                     # tune (0-4) and report (5-9) splits, ~1.5 min
     .venv/bin/python bench/locomo.py --split tune        # conversations 0 to 4 only (~1 min)
     .venv/bin/python bench/locomo.py --conversations 0,1 # any conversations
 
@@ -18,6 +18,7 @@ explored on conversations 0-4 only; conversations 5-9 are the report. Local time
 and days are the sessions' own dates.
 """
 import argparse, copy, json, os, re, sqlite3, sys, tempfile, time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -172,7 +173,9 @@ def index_turn(store:Store, mem:ChatMemory, cv:Conv, i:int, v:Variant)->tuple:
         n = log_message(mem, 'user', t.text, store, CFG, now=t.ts, speaker=t.speaker)
         after, cid = newest(store)
         assert after == rows + 1, f"{t.dia_id}: index_message overwrote an earlier chunk"
-        assert cid == alt_chunk(mem, t, [], VARIANTS[0]).chunk_id, "alt_chunk no longer rebuilds index_message's chunk"
+        hv = Variant('H', **_H)
+        want, got = alt_chunk(mem, t, context(cv.turns, i, hv), hv), store.get(cid)
+        assert (cid, got.section_path) == (want.chunk_id, want.section_path), "alt_chunk H no longer rebuilds index_message's chunk"
         return n, cid
     if v.path == 'proposed':
         n, c = log_message_ctx(mem, 'user', t.text, store, CFG, now=t.ts, speaker=t.speaker)
@@ -232,13 +235,22 @@ def mean(rows:list, convs, cat:int|None=None)->dict:
 
 # ---------------------------------------------------------------- running the variants
 
+@contextmanager
+def working_dir(path:Path):
+    "Run the block inside `path`"
+    old = os.getcwd()
+    os.chdir(path)
+    try: yield
+    finally: os.chdir(old)
+
 def build(convs:list, v:Variant, tmp:Path, per_chat_db:bool=False)->tuple:
     "({conversation: store}, {conversation: {chunk_id: dia_id}}, seconds): every chat in one database (or one each)"
-    home = Path(tempfile.mkdtemp(dir=tmp))
-    one = None if per_chat_db else Store(home/'multis.db')
-    stores = {cv.idx: one or Store(home/f'multis{cv.idx}.db') for cv in convs}
+    d = Path(tempfile.mkdtemp(dir=tmp))
+    one = None if per_chat_db else Store(d/'multis.db')
+    stores = {cv.idx: one or Store(d/f'multis{cv.idx}.db') for cv in convs}
     t = time.perf_counter()
-    ids = {cv.idx: feed(stores[cv.idx], home, cv, v) for cv in convs}
+    with working_dir(d):  # a relative home: chunk ids (made from the log's path) are the same in every run
+        ids = {cv.idx: feed(stores[cv.idx], Path('home'), cv, v) for cv in convs}
     return stores, ids, time.perf_counter() - t
 
 def ask_all(convs:list, stores:dict, ids:dict, **kw)->tuple:
@@ -265,10 +277,10 @@ def run_bare(convs:list, speaker:bool)->tuple:
 # ---------------------------------------------------------------- the runs and the tables
 
 TODAY = Variant('today: log_message -> index_message', path='today')
-PROPOSED = Variant('H  proposed: E, 50 words, own name last', path='proposed')
+PROPOSED = Variant('H  E, 50 words, own name last (= index_message now)', path='proposed')
 _H = dict(date=True, prev=2, prev_col=S, ctx_words=50, own_last=True)
 VARIANTS = [
-    Variant('A  today\'s chunk rebuilt (noise of ties)'),
+    Variant('A  speaker and minute only (index_message before the breadcrumb)'),
     Variant('B  day in words in the name', date=True),
     Variant('C  B + 2 previous messages in content', date=True, prev=2),
     Variant('D  B + previous message in section_path', date=True, prev=1, prev_col=S),
@@ -289,6 +301,7 @@ def run_all(convs:list, tmp:Path)->dict:
     res |= run(convs, TODAY, tmp, asks={TODAY.label: {}, 'today, accesses recorded': {'record': True}})
     res |= run(convs, TODAY, tmp, per_chat_db=True, asks={'today, a database per chat': {}})
     for v in VARIANTS: res |= run(convs, v, tmp, asks=H_ASKS if v is PROPOSED else None)
+    assert res[VARIANTS[0].label][0] == res[TODAY.label][0], "alt_chunk no longer rebuilds today's chunk"
     return res
 
 W = 44

@@ -17,6 +17,7 @@ def source_label(c)->str:
     if c.page_start is not None:
         pages = f"page {c.page_start}" if c.page_end in (None, c.page_start) else f"pages {c.page_start}-{c.page_end}"
         return f"{name}, {pages}"
+    if getattr(c, 'document_type', '') == 'conversation': return f"{name}, {c.name}"
     return f"{name}, {' > '.join(c.section_path)}" if c.section_path else name
 
 def chunk_header(c)->str:

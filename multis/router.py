@@ -4,9 +4,9 @@
 
 # %% auto 0
 __all__ = ['COMMANDS', 'OWNER_ONLY', 'PAIR_MAX_FAILS', 'PAIR_WINDOW', 'PAIR_LOCK', 'DAY', 'log', 'OOPS', 'PENDING_TTL', 'SCOPES',
-           'MODES', 'RATE_NOTICES', 'NOT_SET_UP', 'HELP', 'MAX_REPLY', 'Attachment', 'Message', 'command_prefix',
-           'parse_command', 'role_of', 'PairingGuard', 'RateLimiter', 'Router', 'format_hits', 'split_index_args',
-           'format_exec']
+           'MODES', 'RATE_NOTICES', 'NOT_SET_UP', 'HELP', 'MAX_REPLY', 'NO_SCHEDULER', 'Attachment', 'Message',
+           'command_prefix', 'parse_command', 'role_of', 'PairingGuard', 'RateLimiter', 'Router', 'format_hits',
+           'split_cron_args', 'split_index_args', 'format_exec']
 
 # %% ../nbs/15_router.ipynb 2
 import hmac, json, logging, re, threading, time
@@ -61,7 +61,7 @@ class Message:
 
 # %% ../nbs/15_router.ipynb 11
 COMMANDS = ('start', 'help', 'status', 'ask', 'search', 'docs', 'memory', 'remember', 'forget', 'index', 'exec',
-            'read', 'mode', 'unpair')
+            'read', 'mode', 'cron', 'jobs', 'cancel', 'unpair')
 OWNER_ONLY = ('index', 'exec', 'read', 'mode')
 _CMD = re.compile(r'([A-Za-z][A-Za-z0-9_]*)(?:@\w+)?(?=\s|$)')
 
@@ -162,7 +162,9 @@ class Router:
                  home=None,              # the multis home; default `multis_home()`
                  provider=None,          # a Provider; default the config's (None: passages only)
                  conversation:Conversation|None=None, # an existing Conversation to use
-                 clock:Callable=time.time): # seconds since the epoch
+                 clock:Callable=time.time, # seconds since the epoch
+                 scheduler=None):        # a `multis.scheduler.Scheduler` for /cron, /jobs, /cancel (the daemon's)
+        self.scheduler = scheduler
         self.store, self.clock, self.home = store, clock, Path(home) if home is not None else multis_home()
         self.cfg = cfg if cfg is not None else load_config(self.home/'config.json')
         self._own_conv = conversation is None
@@ -338,6 +340,8 @@ HELP = {'ask': '<question>  answer from your documents (plain text works too)',
         'forget': ' clear the notes of this chat', 'status': ' who you are, documents, model, mode',
         'index': '<path> <kb|admin>  index a file or folder', 'exec': '<command>  run an allowed command',
         'read': '<path>  show an allowed file', 'mode': 'personal|business  how this chat is answered',
+        'cron': '"<min hour day month weekday>" <question>  ask on a schedule', 'jobs': ' the scheduled jobs of this chat',
+        'cancel': '<id>  stop a scheduled job',
         'unpair': ' stop using multis here', 'help': ' this list'}
 
 @patch
@@ -431,13 +435,70 @@ def _cmd_mode(self:Router, m:Message, role:str, args:str)->str:
     return f"This chat is now in {mode} mode: {_MODE_NOTE[mode]}"
 
 # %% ../nbs/15_router.ipynb 55
+_QUOTE_CHARS = '"\'“”‘’„'
+
+def split_cron_args(args:str)->tuple:
+    "(cron expression, prompt) from `/cron` arguments: a quoted expression, an `@keyword`, or the first five words"
+    s = (args or '').strip()
+    if s[:1] in _QUOTE_CHARS and s:
+        end = next((i for i in range(1, len(s)) if s[i] in _QUOTE_CHARS), -1)
+        return (s[1:].strip(), '') if end < 0 else (' '.join(s[1:end].split()), s[end+1:].strip())
+    words = s.split(None, 1) if s.startswith('@') else s.split(None, 5)
+    n = 1 if s.startswith('@') else 5
+    return ' '.join(words[:n]), (words[n].strip() if len(words) > n else '')
+
+# %% ../nbs/15_router.ipynb 57
+NO_SCHEDULER = "Scheduled jobs run in the multis daemon: start it with `multis start`, then send this from your chat app."
+
+def _when(ts:float)->str: return time.strftime('%a %d %b %H:%M', time.localtime(ts))
+
+@patch
+def _cmd_cron(self:Router, m:Message, role:str, args:str)->str:
+    p = command_prefix(m.platform, self.cfg)
+    if self.scheduler is None: return NO_SCHEDULER
+    expr, prompt = split_cron_args(args)
+    if not expr or not prompt: return f'Usage: {p}cron "0 7 * * 1" <what to ask>  (minute hour day month weekday)'
+    job = self.scheduler.add_job(m.platform, m.chat_id, expr, prompt, m.sender_id, is_self=m.is_self,
+                                 chat_type=m.chat_type, now=self.clock())
+    self._audit('cron', m, action='add', job=job['id'], cron=job['cron'], chars=len(prompt))
+    return f"Scheduled {job['id']} ({job['cron']}), next run {_when(job['next_run'])}. {p}jobs lists them, {p}cancel {job['id']} stops it."
+
+# %% ../nbs/15_router.ipynb 58
+@patch
+def _cmd_jobs(self:Router, m:Message, role:str, args:str)->str:
+    p = command_prefix(m.platform, self.cfg)
+    if self.scheduler is None: return NO_SCHEDULER
+    jobs = self.scheduler.list_jobs(m.platform, m.chat_id)
+    if not jobs: return f'No scheduled jobs in this chat. Add one with {p}cron "0 7 * * *" <what to ask>.'
+    lines = [f"{j['id']}  {j['cron']}  next {_when(j['next_run'])}  {excerpt(j['prompt'], [], 60)}" for j in jobs]
+    return "Scheduled jobs in this chat:\n" + '\n'.join(lines) + f"\nStop one with {p}cancel <id>."
+
+@patch
+def _cmd_cancel(self:Router, m:Message, role:str, args:str)->str:
+    if self.scheduler is None: return NO_SCHEDULER
+    job_id = args.strip().split()[0] if args.strip() else ''
+    if not job_id: return f"Usage: {command_prefix(m.platform, self.cfg)}cancel <id>  (the ids are in {command_prefix(m.platform, self.cfg)}jobs)"
+    job = self.scheduler.cancel(m.platform, m.chat_id, job_id, sender_id=None if role == 'owner' else m.sender_id)
+    if job is None: return f"No job {job_id} in this chat."
+    self._audit('cron', m, action='cancel', job=job['id'])
+    return f"Cancelled {job['id']} ({job['cron']})."
+
+# %% ../nbs/15_router.ipynb 60
+@patch
+def answer_job(self:Router, m:Message)->str:
+    "The answer to a scheduled job's question `m.text`, asked in its chat as its sender"
+    role = role_of(m, self.cfg)
+    if role == 'stranger': raise MultisError("the person who set this job is no longer paired")
+    return self._ask(m, role, m.text)
+
+# %% ../nbs/15_router.ipynb 62
 def split_index_args(args:str)->tuple:
     "(path, scope or None): the last word of `/index` arguments is the scope when it is kb or admin"
     parts = args.rsplit(None, 1)
     path, scope = (parts[0], parts[1].lower()) if len(parts) == 2 and parts[1].lower() in SCOPES else (args, None)
     return path.strip().strip('"\''), scope
 
-# %% ../nbs/15_router.ipynb 57
+# %% ../nbs/15_router.ipynb 64
 def _scope_question(what:str)->str:
     return f"Index {what} as kb (everyone paired can search it) or admin (only you)? Reply kb or admin."
 
@@ -461,7 +522,7 @@ def _index_path(self:Router, m:Message, path:str, scope:str)->str:
     self._audit('index', m, path=r.path, scope=scope, chunks=r.chunks, status=r.status)
     return f"{r.status.capitalize()}: {p.name} ({_chunks(r.chunks)}, {scope})."
 
-# %% ../nbs/15_router.ipynb 58
+# %% ../nbs/15_router.ipynb 65
 @patch
 def _upload(self:Router, m:Message, role:str)->str:
     att, scope = m.attachment, m.text.strip().lower()
@@ -476,7 +537,7 @@ def _index_attachment(self:Router, m:Message, att:Attachment, scope:str)->str:
     self._audit('index', m, path=r.path, scope=scope, chunks=r.chunks, status=r.status)
     return f"Indexed {_file_name(r.path)} ({_chunks(r.chunks)}, {scope if scope in SCOPES else 'this chat'})."
 
-# %% ../nbs/15_router.ipynb 60
+# %% ../nbs/15_router.ipynb 67
 @patch
 def _take_pending(self:Router, m:Message)->Callable|None:
     "The completion of the pending question `m` answers, or None"
@@ -489,7 +550,7 @@ def _take_pending(self:Router, m:Message)->Callable|None:
     if p['kind'] == 'path': return lambda: self._index_path(m, p['path'], text)
     return lambda: self._index_attachment(m, p['attachment'], text)
 
-# %% ../nbs/15_router.ipynb 62
+# %% ../nbs/15_router.ipynb 69
 @patch
 def _governance(self:Router):
     "The governance rules, loaded on first use; a `MultisError` when turned off or broken"
@@ -515,7 +576,7 @@ def _exec(self:Router, m:Message, cmdline:str, confirmed:bool=False)->str:
     self._audit('exec', m, command=cmdline, allowed=True, confirmed=confirmed, exit_code=res.exit_code, reason=res.reason)
     return format_exec(cmdline, res)
 
-# %% ../nbs/15_router.ipynb 63
+# %% ../nbs/15_router.ipynb 70
 @patch
 def _cmd_exec(self:Router, m:Message, role:str, args:str)->str:
     return self._exec(m, args) if args else f"Usage: {command_prefix(m.platform, self.cfg)}exec <command>"
