@@ -301,7 +301,7 @@ def run_all(convs:list, tmp:Path)->dict:
     res |= run(convs, TODAY, tmp, asks={TODAY.label: {}, 'today, accesses recorded': {'record': True}})
     res |= run(convs, TODAY, tmp, per_chat_db=True, asks={'today, a database per chat': {}})
     for v in VARIANTS: res |= run(convs, v, tmp, asks=H_ASKS if v is PROPOSED else None)
-    assert res[VARIANTS[0].label][0] == res[TODAY.label][0], "alt_chunk no longer rebuilds today's chunk"
+    assert res[PROPOSED.label][0] == res[TODAY.label][0], "variant H no longer scores as index_message does"
     return res
 
 W = 44

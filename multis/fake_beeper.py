@@ -66,7 +66,8 @@ class FakeBeeperAPI:
 
     def __enter__(self): return self.start()
     def __exit__(self, *exc): self.stop()
-    def __repr__(self): return f"FakeBeeperAPI({'running' if self._httpd else 'stopped'}, {len(self.chats)} chats, {len(self.sent)} sent)"
+    def __repr__(self):
+        return f"FakeBeeperAPI({'running' if self._httpd else 'stopped'}, {len(self.chats)} chats, {len(self.sent)} sent)"
 
 # %% ../nbs/18a_fake_beeper.ipynb 14
 @patch
@@ -168,16 +169,21 @@ def _send_message(self:FakeBeeperAPI, chat_id:str, body:dict)->tuple:
 _MESSAGES = re.compile(r'^/v1/chats/([^/]+)/messages$')
 
 @patch
-def fail(self:FakeBeeperAPI, status:int, times:int=1)->FakeBeeperAPI:
-    "Make the next `times` requests fail with `status`"
-    with self._lock: self._fails += [status] * times
+def fail(self:FakeBeeperAPI, status:int, times:int=1, method:str|None=None)->FakeBeeperAPI:
+    "Make the next `times` requests (only `method` ones, e.g. 'POST' for sending, if given) fail with `status`"
+    with self._lock: self._fails += [(status, method)] * times
     return self
+
+@patch
+def _take_failure(self:FakeBeeperAPI, method:str)->int|None:
+    with self._lock:
+        i = next((i for i,(_,m) in enumerate(self._fails) if m in (None, method)), None)
+        return None if i is None else self._fails.pop(i)[0]
 
 @patch
 def _answer(self:FakeBeeperAPI, method:str, path:str, q:dict, body, auth:str)->tuple:
     "(status, body) of one request"
-    with self._lock: fail = self._fails.pop(0) if self._fails else None
-    if fail: return _error(fail, 'FAKE_FAILURE', f"scripted failure {fail}")
+    if fail := self._take_failure(method): return _error(fail, 'FAKE_FAILURE', f"scripted failure {fail}")
     if auth != f"Bearer {self.token}": return _error(401, 'UNAUTHORIZED', 'Invalid or missing access token')
     m = _MESSAGES.match(path)
     if method == 'GET' and path == '/v1/accounts': return 200, self._accounts()

@@ -51,7 +51,7 @@ def _cut(text:str, limit:int)->int:
     n = _fit(text, limit)
     if n >= len(text): return n
     for sep in ('\n\n', '\n', ' '):
-        if (i := text.rfind(sep, 0, n)) >= n // 2 and i + len(sep) <= n: return i + len(sep)
+        if (i := text.rfind(sep, 0, n)) >= n // 2: return i + len(sep)
     return n
 
 # %% ../nbs/17_telegram.ipynb 10
@@ -271,7 +271,7 @@ async def on_error(self:TelegramPlatform, update, context):
     "Log an error raised while handling an update; the bot carries on"
     log.error("Telegram: error while handling an update", exc_info=context.error)
 
-# %% ../nbs/17_telegram.ipynb 64
+# %% ../nbs/17_telegram.ipynb 66
 def build_application(token:str,        # the bot token
                       base_url:str='',  # `platforms.telegram.base_url`
                      )->Application:
@@ -280,7 +280,7 @@ def build_application(token:str,        # the bot token
     return (Application.builder().token(token).base_url(api).base_file_url(files)
             .connect_timeout(10).read_timeout(30).write_timeout(30).job_queue(None).build())
 
-# %% ../nbs/17_telegram.ipynb 67
+# %% ../nbs/17_telegram.ipynb 69
 ALLOWED_UPDATES = ['message', 'callback_query']
 
 def _quiet_http_logs():
@@ -299,7 +299,7 @@ def _build(self:TelegramPlatform, token:str)->Application:
     app.add_error_handler(self.on_error)
     return app
 
-# %% ../nbs/17_telegram.ipynb 68
+# %% ../nbs/17_telegram.ipynb 70
 @patch
 async def _connect(self:TelegramPlatform):
     "Initialize the Application (getMe), retrying network errors"
@@ -312,7 +312,7 @@ async def _connect(self:TelegramPlatform):
             log.warning("Telegram: cannot reach %s (%s); trying again", host, e)
             await asyncio.sleep(min(30, self.retry_delay * 2**attempt))
 
-# %% ../nbs/17_telegram.ipynb 69
+# %% ../nbs/17_telegram.ipynb 71
 @patch
 async def start(self:TelegramPlatform):
     "Connect to Telegram and start long polling; a MultisError when it cannot"
@@ -331,7 +331,7 @@ async def start(self:TelegramPlatform):
         if isinstance(e, TelegramError): raise MultisError(f"Telegram: could not start polling ({e}).") from None
         raise
 
-# %% ../nbs/17_telegram.ipynb 71
+# %% ../nbs/17_telegram.ipynb 73
 @patch
 async def stop(self:TelegramPlatform):
     "Stop polling, finish the messages being handled (replies included), disconnect"
