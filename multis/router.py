@@ -6,7 +6,7 @@
 __all__ = ['COMMANDS', 'OWNER_ONLY', 'PAIR_MAX_FAILS', 'PAIR_WINDOW', 'PAIR_LOCK', 'DAY', 'log', 'OOPS', 'PENDING_TTL', 'SCOPES',
            'MODES', 'RATE_NOTICES', 'NOT_SET_UP', 'HELP', 'MAX_REPLY', 'NO_SCHEDULER', 'Attachment', 'Message',
            'command_prefix', 'parse_command', 'role_of', 'PairingGuard', 'RateLimiter', 'Router', 'format_hits',
-           'split_cron_args', 'split_index_args', 'format_exec']
+           'split_cron_args', 'NotPaired', 'split_index_args', 'format_exec']
 
 # %% ../nbs/15_router.ipynb 2
 import hmac, json, logging, re, threading, time
@@ -484,11 +484,17 @@ def _cmd_cancel(self:Router, m:Message, role:str, args:str)->str:
     return f"Cancelled {job['id']} ({job['cron']})."
 
 # %% ../nbs/15_router.ipynb 60
+class NotPaired(MultisError):
+    "A scheduled job whose sender is no longer paired"
+
 @patch
 def answer_job(self:Router, m:Message)->str:
     "The answer to a scheduled job's question `m.text`, asked in its chat as its sender"
     role = role_of(m, self.cfg)
-    if role == 'stranger': raise MultisError("the person who set this job is no longer paired")
+    if role == 'stranger': raise NotPaired("the person who set this job is no longer paired")
+    if role != 'owner':
+        with self._lock: over = self.limiter.check(f"{m.platform}:{m.sender_id}", self.clock())
+        if over != 'ok': raise MultisError("skipped: the person who set this job is over their message limit")
     return self._ask(m, role, m.text)
 
 # %% ../nbs/15_router.ipynb 62

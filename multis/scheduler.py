@@ -20,7 +20,7 @@ from .core import MultisError, atomic_write, multis_home
 from .config import cfg_get, load_config
 from .store import Store
 from .memory import CaptureWorker, apply_retention
-from .router import Message, Router
+from .router import Message, NotPaired, Router
 
 # %% ../nbs/19_scheduler.ipynb 5
 log = logging.getLogger('multis.scheduler')
@@ -197,17 +197,22 @@ def _answer(self:Scheduler, job:dict)->str:
     return self.router.answer_job(job_message(job))
 
 @patch
+def _deliver_answer(self:Scheduler, job:dict)->int:
+    "Answer the job, deliver the answer; its length"
+    if self.deliver is None: raise SchedulerError("no platform to deliver answers to")
+    text = job_text(job, self._answer(job))
+    self.deliver(job['platform'], job['chat_id'], text)
+    return len(text)
+
+@patch
 def run_job(self:Scheduler, job:dict, now:float|None=None)->dict:
-    "Answer one job and deliver the answer; the run record logged"
+    "Answer one job and deliver the answer; the run record logged (the job of someone no longer paired is removed)"
     now = self.clock() if now is None else now
-    try:
-        if self.deliver is None: raise SchedulerError("no platform to deliver answers to")
-        text = job_text(job, self._answer(job))
-        self.deliver(job['platform'], job['chat_id'], text)
-        rec = dict(ts=now, job=job['id'], ok=True, chars=len(text))
+    try: rec = dict(ts=now, job=job['id'], ok=True, chars=self._deliver_answer(job))
     except Exception as e:
         if not isinstance(e, MultisError): log.exception("job %s crashed", job['id'])
         rec = dict(ts=now, job=job['id'], ok=False, error=str(e)[:300] or type(e).__name__)
+        if isinstance(e, NotPaired): self._drop(job['id']); rec['error'] += '; the job was removed'
     self._record(job['id'], rec)
     return rec
 
@@ -223,6 +228,10 @@ def _record(self:Scheduler, job_id:str, rec:dict):
             if j.get('id') == job_id: j.update(last_run=rec['ts'], last_ok=rec['ok'])
         self._save(jobs)
     if not rec['ok']: log.warning("job %s failed: %s", job_id, rec['error'])
+
+@patch
+def _drop(self:Scheduler, job_id:str):
+    with self._locked(): self._save([j for j in self._load() if j.get('id') != job_id])
 
 @patch
 def runs(self:Scheduler, job_id:str)->list:

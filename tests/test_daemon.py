@@ -1,5 +1,5 @@
 "The daemon as real processes in a temporary home: start, status, a refused second start, stop, SIGTERM, stale pid files"
-import json, os, signal, subprocess, sys, time
+import asyncio, json, os, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
 from multis.config import DEFAULT_CONFIG, save_config
@@ -32,10 +32,17 @@ def multis(home, *args, timeout=60):
     return subprocess.run([sys.executable, '-c', VERB, *args], env=_env(home), capture_output=True, text=True, timeout=timeout)
 
 
-def _alive(pid):
-    try: os.kill(pid, 0)
-    except ProcessLookupError: return False
-    return True
+def _alive(pid, wait=5):
+    "Whether `pid` runs (a zombie, exited but not yet reaped by its new parent, does not); waits up to `wait` s to be sure"
+    end = time.monotonic() + wait
+    while True:
+        try:
+            os.kill(pid, 0)
+            stat = Path(f'/proc/{pid}/stat')
+            zombie = stat.exists() and stat.read_text().rsplit(')', 1)[1].split()[0] == 'Z'
+        except ProcessLookupError: return False
+        if zombie or time.monotonic() > end: return not zombie
+        time.sleep(0.05)
 
 
 def _wait_ready(home, proc, timeout=20):
@@ -59,7 +66,7 @@ def test_start_status_second_start_stop(home):
     pid = _pid(home)
     assert r.stdout.startswith(f"multis started (pid {pid}); log: {log_path(home)}")
     assert 'no chat platform enabled: only the scheduler runs' in r.stdout
-    assert _alive(pid) and pid != os.getpid()
+    assert _alive(pid, wait=0) and pid != os.getpid()
 
     r = multis(home, 'status')
     assert r.returncode == 0
@@ -145,3 +152,70 @@ def test_start_reports_a_daemon_that_cannot_run(home):
     assert 'multis could not start (exit status 1)' in r.stderr
     assert 'llm.timeout must be a number' in r.stderr
     assert daemon_state(home)['running'] is False
+
+
+# --- with the Telegram platform, against the fake Bot API server ---
+
+from multis.config import deep_merge
+from multis.fake_telegram import FakeBotAPI
+from multis.llm import FakeProvider
+from multis.daemon import Daemon
+
+CODE = 'TIGER-42'
+
+
+def _telegram_cfg(srv, **over):
+    return deep_merge(DEFAULT_CONFIG, {'pairing_code': CODE, **over,
+                                       'platforms': {'telegram': {'enabled': True, 'bot_token': srv.token, 'base_url': srv.base_url}}})
+
+
+def test_daemon_process_serves_telegram_and_stops_on_sigterm(home):
+    with FakeBotAPI() as srv:
+        save_config(_telegram_cfg(srv), home/'config.json')
+        proc = subprocess.Popen([sys.executable, '-c', VERB, 'start', '--foreground'], env=_env(home),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _wait_ready(home, proc)
+            assert json.loads(state_path(home).read_text())['platforms'] == {'telegram': 'running'}
+            assert multis(home, 'status').stdout.splitlines()[1] == '  telegram: running'
+            srv.push_text(100, 100, f'/start {CODE}')
+            assert srv.wait_sent(1, 20)[0]['text'] == 'Paired: you are the owner; send /help to see what you can do.'
+            srv.push_text(100, 100, '/jobs')
+            assert srv.wait_sent(2, 20)[1]['text'].startswith('No scheduled jobs in this chat.')
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+        finally:
+            if proc.poll() is None: proc.kill()
+    assert log_path(home).read_text().splitlines()[-1].endswith(f"multis stopped cleanly (pid {proc.pid})")
+    assert srv.token not in log_path(home).read_text()
+
+
+class Clock:
+    def __init__(self, t): self.t = t
+    def __call__(self): return self.t
+
+
+def test_cron_answer_reaches_the_telegram_chat(tmp_path):
+    "/cron sent through Telegram; at 7:00 (an injected clock) the daemon's tick sends the answer to that chat"
+    sunday = time.mktime((2026, 11, 22, 10, 30, 0, 0, 0, -1))
+    clock = Clock(sunday)
+    with FakeBotAPI() as srv:
+        d = Daemon(tmp_path, _telegram_cfg(srv, owner_id='100', allowed_users=['100']), provider=FakeProvider(), clock=clock)
+
+        async def scenario():
+            await d.start()
+            srv.push_text(100, 100, '/cron "0 7 * * *" what is on today?')
+            reply = (await asyncio.to_thread(srv.wait_sent, 1, 20))[0]['text']
+            assert await d.tick() == {'capture': 0, 'retention': {'logs': 0, 'sections': 0, 'summaries': 0, 'messages': 0}, 'jobs': []}
+            clock.t = time.mktime((2026, 11, 23, 7, 0, 15, 0, 0, -1))
+            done = await d.tick()
+            sent = await asyncio.to_thread(srv.wait_sent, 2, 20)
+            await d.shutdown()
+            return reply, done, sent
+
+        reply, done, sent = asyncio.run(scenario())
+    job = reply.split()[1]
+    assert reply.startswith(f"Scheduled {job} (0 7 * * *), next run Mon 23 Nov 07:00.")
+    assert [r['ok'] for r in done['jobs']] == [True]
+    assert (sent[1]['chat_id'], sent[1]['text']) == (100, f"Scheduled ({job}): what is on today?\n\nEcho: what is on today?")
+    assert d.status == {'telegram': 'running'}

@@ -126,10 +126,23 @@ def test_failures_are_logged_and_the_schedule_moves_on(bot, clock):
     nowhere = sched.add_job('beeper', '!room', '@daily', 'hello?', OWNER, is_self=True)
     clock.t = SUNDAY + 86400
     recs = {r['job']: r for r in sched.run_due()}
-    assert recs[gone['id']] == {'ts': clock.t, 'job': gone['id'], 'ok': False, 'error': 'the person who set this job is no longer paired'}
+    assert recs[gone['id']] == {'ts': clock.t, 'job': gone['id'], 'ok': False,
+                                'error': 'the person who set this job is no longer paired; the job was removed'}
     assert 'beeper is not running' in recs[nowhere['id']]['error']
     assert tg.sent == [] and sched.due() == []
-    assert all(j['last_ok'] is False for j in sched.list_jobs())
+    assert [(j['id'], j['last_ok']) for j in sched.list_jobs()] == [(nowhere['id'], False)]   # the unpaired one is gone
+    assert len(sched.runs(gone['id'])) == 1
+
+
+def test_paired_users_jobs_count_toward_their_rate_limit(bot, clock):
+    router, sched, tg = bot
+    for i in range(10): assert say(router, f'question {i}?', USER).startswith('Answer to')
+    job = sched.add_job('telegram', USER, '@hourly', 'any news?', USER)
+    mine = sched.add_job('telegram', OWNER, '@hourly', 'any news?', OWNER)
+    clock.t += 30                                              # still within the user's minute of 10 messages
+    recs = {r['job']: r for r in sched.run_due(clock.t + 3600)}
+    assert recs[job['id']]['error'] == 'skipped: the person who set this job is over their message limit'
+    assert recs[mine['id']]['ok'] is True                       # the owner is never limited
 
 
 def test_cron_jobs_cancel_commands(bot, clock):

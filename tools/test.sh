@@ -35,6 +35,9 @@ fi
 step "README.md generated from nbs/index.ipynb"
 python tools/make_readme.py --check
 
+step "docs build: every module has a page"
+python tools/build_docs.py --check
+
 step "nbdev_test"
 nbdev_test --n_workers 2 --timing
 

@@ -1,0 +1,116 @@
+"The offline docs build (tools/build_docs.py): one page per notebook, navigation, API docs, outputs, no Quarto, no network"
+import json, re, subprocess, sys, textwrap
+from pathlib import Path
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO/'tools'))
+import build_docs
+
+# Runs the real script with sockets and subprocesses refused, and checks that it never imported multis
+GUARDED = textwrap.dedent("""
+    import runpy, socket, subprocess, sys
+    def refuse(*a, **k): raise RuntimeError('the docs build must not use the network or run programs')
+    socket.socket = socket.create_connection = subprocess.Popen = refuse
+    sys.argv = ['build_docs.py', '--check', '--out', sys.argv[1]]
+    runpy.run_path({script!r}, run_name='__main__')
+    assert not [m for m in sys.modules if m == 'multis' or m.startswith('multis.')], 'the docs build imported multis'
+""").format(script=str(REPO/'tools'/'build_docs.py'))
+
+@pytest.fixture(scope='module')
+def site(tmp_path_factory):
+    out = tmp_path_factory.mktemp('docs')
+    r = subprocess.run([sys.executable, '-c', GUARDED, str(out)], cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    return out
+
+def page(site, name): return (site/name).read_text(encoding='utf-8')
+def text(h): return re.sub(r'\s+', ' ', re.sub(r'<[^>]+>', ' ', h))
+
+def test_one_page_per_notebook(site):
+    nbs = build_docs.notebooks(REPO/'nbs')
+    names = {p.name for p in site.glob('*.html')}
+    assert names == {build_docs.page_name(nb) for nb in nbs}
+    assert {'index.html', 'core.html', 'ranking.html', 'store.html', 'evaluate.html'} <= names
+    assert (site/'styles.css').read_text() == (REPO/'nbs'/'styles.css').read_text()
+    assert 'Store' in page(site, 'index.html') or 'multis' in page(site, 'index.html')
+
+def test_every_module_has_its_page(site):
+    mods = {}
+    for nb in build_docs.notebooks(REPO/'nbs'):
+        m = build_docs.default_exp(json.loads(nb.read_text(encoding='utf-8'))['cells'])
+        if m: mods[m] = build_docs.page_name(nb)
+    assert {'core', 'store', 'ranking', 'telegram_bot', 'cli'} <= set(mods)
+    assert mods['telegram_bot'] == 'telegram.html'
+    for m, name in mods.items():
+        h = page(site, name)
+        for sym in build_docs.module_symbols(REPO/'multis'/f'{m}.py'):
+            assert f'<h3 class="anchored">{sym}</h3>' in h, f'{m}.{sym} has no API entry on {name}'
+
+def test_sidebar_links_resolve(site):
+    pages = sorted(site.glob('*.html'))
+    for p in pages:
+        nav = re.search(r'<nav class="sidebar".*?</nav>', p.read_text(encoding='utf-8'), re.DOTALL).group(0)
+        links = re.findall(r'href="([^"]+)"', nav)
+        assert sorted(links) == sorted(q.name for q in pages)
+        assert all((site/l).exists() for l in links)
+        assert f'href="{p.name}" class="active"' in nav
+    assert re.findall(r'<nav class="sidebar".*?href="([^"]+)"', page(site, 'store.html'), re.DOTALL)[0] == 'index.html'
+
+def test_api_entries_have_signature_docstring_and_docments(site):
+    core = text(page(site, 'core.html'))
+    assert 'DocChunk (file_path:str, name:str, content:str, page_start:int | None=None' in core
+    assert 'One searchable piece of a document' in core
+    store = text(page(site, 'store.html'))
+    assert 'Store (path:str | Path | None=None' in store and 'The multis database' in store
+    assert 'Store.transaction ()' in store  # a @patch method is documented as Class.method, without self
+    rank = page(site, 'ranking.html')
+    assert 'activation (access_times:Iterable, now, decay:float=0.5, max_accesses:int=50) -&gt; float' in rank
+    assert re.search(r'<td><strong>decay</strong></td><td>float</td><td>0.5</td><td>d: how fast a trace fades', rank)
+    assert re.search(r'<a href="core.html#[\w-]+"><code>DocChunk</code></a>', page(site, 'store.html'))
+
+def test_outputs_shown_hidden_cells_not(site):
+    rank = page(site, 'ranking.html')
+    assert rank.count('<img src="data:image/png;base64,') >= 1
+    assert re.search(r'<div class="cell-output cell-output-display"><pre><code>\[0\.\d+', rank)
+    assert '<div class="cell-output cell-output-stdout">' in ''.join(p.read_text() for p in site.glob('*.html'))
+    for p in site.glob('*.html'):
+        h = p.read_text(encoding='utf-8')
+        assert 'from fastcore.test import' not in h and 'nbdev.nbdev_export()' not in h, p.name
+        code = ''.join(re.findall(r'<pre class="sourceCode.*?</pre>', h, re.DOTALL))
+        assert '#|' not in code and 'default_exp' not in code, p.name
+
+def test_title_subtitle_toc_and_search(site):
+    h = page(site, 'store.html')
+    assert '<h1 class="title">Store</h1>' in h and '<div class="description">SQLite for chunks' in h
+    toc = re.search(r'<nav class="toc".*?</nav>', h, re.DOTALL).group(0)
+    assert re.findall(r'href="#([^"]+)"', toc) and all(f'id="{a}"' in h for a in re.findall(r'href="#([^"]+)"', toc))
+    search = json.loads((site/'search.json').read_text())
+    assert any(e['url'].startswith('store.html#') and 'Store' in e['title'] for e in search)
+
+def _nb(*cells): return json.dumps({'cells': [{'cell_type': t, 'source': s, 'metadata': {}, 'outputs': o}
+                                              for t, s, o in cells], 'metadata': {}, 'nbformat': 4, 'nbformat_minor': 5})
+
+def test_check_finds_missing_entries_and_empty_pages(tmp_path):
+    (tmp_path/'nbs').mkdir(); (tmp_path/'multis').mkdir()
+    (tmp_path/'nbs'/'index.ipynb').write_text(_nb(('markdown', '# Home\n> the tour\n\nWelcome.', [])))
+    (tmp_path/'nbs'/'01_foo.ipynb').write_text(_nb(
+        ('markdown', '# Foo\n> foo things', []),
+        ('code', '#| default_exp foo', []),
+        ('code', '#| hide\nsecret_setup()', []),
+        ('code', '#| export\ndef bar(x:int=1, # how many\n        )->str: # the text\n    "Bar it"\n    return str(x)',
+         []),
+        ('code', 'bar(2)', [{'output_type': 'execute_result', 'data': {'text/plain': "'2'"}, 'metadata': {}}])))
+    (tmp_path/'nbs'/'02_empty.ipynb').write_text(_nb(('code', '#| default_exp empty', [])))
+    (tmp_path/'nbs'/'_draft.ipynb').write_text(_nb(('markdown', '# Draft', [])))
+    (tmp_path/'multis'/'foo.py').write_text("__all__ = ['bar', 'baz']\ndef bar(x): pass\ndef baz(): pass\n")
+    (tmp_path/'multis'/'empty.py').write_text("__all__ = []\n")
+    out = tmp_path/'_docs'
+    pages = build_docs.build(out, tmp_path/'nbs', tmp_path)
+    assert sorted(p.name for p in out.glob('*.html')) == ['empty.html', 'foo.html', 'index.html']
+    foo = (out/'foo.html').read_text()
+    assert 'bar (x:int=1) -&gt; str' in foo and 'Bar it' in foo and 'how many' in foo and 'the text' in foo
+    assert 'secret_setup' not in foo and '<pre><code>&#x27;2&#x27;</code></pre>' in foo
+    assert sorted(build_docs.check(out, pages, tmp_path)) == ['empty.html: empty page', 'foo.html: foo.baz has no API entry']
+    (out/'foo.html').unlink()
+    assert 'foo.html: not written' in build_docs.check(out, pages, tmp_path)

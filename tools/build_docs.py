@@ -1,0 +1,409 @@
+"""Build the docs site into `_docs/` from `nbs/*.ipynb` without Quarto (what `nbdev_docs` does where Quarto exists).
+
+    python tools/build_docs.py                 # build _docs/
+    python tools/build_docs.py --out DIR       # build somewhere else
+    python tools/build_docs.py --check         # build into a temp dir; exit 1 if a module has no page, a page is
+                                               # empty, a sidebar link is broken or an exported symbol has no API entry
+
+Pages follow nbdev's processors: `#| hide`, `#| export`, `#| exporti`, `#| default_exp` and `#| include: false` cells
+are dropped (the same cell rules as tools/make_readme.py), every exported public function or class gets an API entry
+(signature, docstring, docments table) where its cell was, title and subtitle come from the first markdown cell, and
+`04_ranking.ipynb` becomes `ranking.html`. Nothing here imports multis: the API docs are read from the source with `ast`.
+"""
+import argparse, ast, html, io, json, re, shutil, sys, tempfile, tokenize
+from pathlib import Path
+from markdown_it import MarkdownIt
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_readme import _directives  # one rule for what a directive is, shared with the README)
+
+try:
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+except ImportError: highlight = None
+
+HIDE_DIRS = {'hide', 'export', 'exporti', 'default_exp'}  # nbdev's rm_export: these cells never show their source
+DOC_DIRS = {'export', 'exports', 'exec_doc'}              # nbdev's add_show_docs: these cells get API entries
+_ansi = re.compile(r'\x1b\[[0-9;]*[A-Za-z]')
+
+# ---------------------------------------------------------------- notebooks
+
+def page_name(nb:Path)->str:
+    "The page a notebook becomes, as nbdev names it: `04_ranking.ipynb` -> `ranking.html`"
+    return re.sub(r'^\d+[a-zA-Z0-9]*_', '', nb.name.lower()).replace('.ipynb', '.html')
+
+def notebooks(nbs:Path)->list:
+    "The notebooks that become pages: index first, then the rest in order, `_`-prefixed ones skipped"
+    nbs_ = sorted(p for p in nbs.glob('*.ipynb') if not p.name.startswith('_'))
+    return sorted(nbs_, key=lambda p: p.name != 'index.ipynb')
+
+def directives(src:str)->dict:
+    "`{'hide': '', 'include:': 'false', ...}` for a cell's `#|` lines"
+    return {d.split()[0]: ' '.join(d.split()[1:]) for d in _directives(src)}
+
+def title_of(cells:list)->tuple:
+    "Title and subtitle from the first markdown cell (`# Title` then `> subtitle`), and that cell's remaining text"
+    if not cells or cells[0]['cell_type'] != 'markdown': return '', '', None
+    lines = ''.join(cells[0]['source']).strip().splitlines()
+    title = lines[0][2:].strip() if lines and lines[0].startswith('# ') else ''
+    rest = lines[1:] if title else lines
+    while rest and not rest[0].strip(): rest = rest[1:]
+    sub = rest.pop(0)[1:].strip() if rest and rest[0].startswith('>') else ''
+    return title, sub, '\n'.join(rest).strip()
+
+def default_exp(cells:list)->str:
+    "The module a notebook exports to ('' if none)"
+    for c in cells:
+        m = re.search(r'^#\|\s*default_exp\s+(\S+)', ''.join(c['source']), re.MULTILINE)
+        if c['cell_type'] == 'code' and m: return m.group(1)
+    return ''
+
+# ---------------------------------------------------------------- markdown and code
+
+def slug(s:str)->str:
+    s = re.sub(r'<[^>]+>', '', s).lower()
+    return re.sub(r'[^\w]+', '-', s).strip('-') or 'section'
+
+def code_html(code:str, lang:str='python')->str:
+    "Highlighted code (Pygments when installed)"
+    if highlight and lang == 'python': body = highlight(code, PythonLexer(), HtmlFormatter(nowrap=True))
+    else: body = html.escape(code)
+    return f'<div class="sourceCode cell-code"><pre class="sourceCode {lang} highlight"><code>{body}</code></pre></div>'
+
+class Page:
+    "One HTML page being written: markdown renderer, heading ids, table of contents and search sections"
+    def __init__(self, pages:dict):
+        self.md = MarkdownIt('commonmark', {'html': True}).enable(['table', 'strikethrough'])
+        self.inline = MarkdownIt('commonmark').renderInline  # docstrings and docments: `<chatId>` is text, not a tag
+        self.pages, self.ids, self.toc, self.sections = pages, set(), [], []
+
+    def anchor(self, text:str)->str:
+        "A unique id on this page"
+        base = slug(text); a, i = base, 1
+        while a in self.ids: i += 1; a = f'{base}-{i}'
+        self.ids.add(a)
+        return a
+
+    def markdown(self, text:str)->str:
+        "Markdown as HTML: headings get ids (H2s go in the TOC), links to notebooks go to their pages"
+        toks = self.md.parse(text)
+        for i, t in enumerate(toks):
+            if t.type == 'heading_open':
+                txt = toks[i+1].content
+                t.attrSet('id', self.anchor(txt))
+                if t.tag == 'h2': self.toc.append((txt, t.attrGet('id')))
+                if t.tag in ('h2', 'h3'): self.sections.append([txt, t.attrGet('id'), ''])
+            if t.type == 'inline' and self.sections: self.sections[-1][2] += ' ' + t.content
+            for c in t.children or []:
+                href = c.attrGet('href') if c.type == 'link_open' else None
+                if href and not re.match(r'\w+://', href) and '.ipynb' in href:
+                    f, _, frag = href.partition('#')
+                    c.attrSet('href', page_name(Path(f)) + (f'#{frag}' if frag else ''))
+        return self.md.renderer.render(toks, self.md.options, {})
+
+    def output(self, o:dict)->str:
+        "A saved cell output as HTML"
+        t = o.get('output_type')
+        if t == 'stream':
+            text = _ansi.sub('', ''.join(o['text']))
+            return f'<div class="cell-output cell-output-{o.get("name", "stdout")}"><pre><code>{html.escape(text.rstrip())}</code></pre></div>'
+        if t == 'error':
+            tb = _ansi.sub('', '\n'.join(o.get('traceback', [])))
+            return f'<div class="cell-output cell-output-error"><pre><code>{html.escape(tb)}</code></pre></div>'
+        d = o.get('data', {})
+        if 'image/png' in d: body = f'<img src="data:image/png;base64,{"".join(d["image/png"]).strip()}" alt="output">'
+        elif 'image/svg+xml' in d: body = ''.join(d['image/svg+xml'])
+        elif 'text/html' in d: body = ''.join(d['text/html'])
+        elif 'text/markdown' in d: body = self.markdown(''.join(d['text/markdown']))
+        elif 'text/plain' in d: body = f'<pre><code>{html.escape(_ansi.sub("", "".join(d["text/plain"])).rstrip())}</code></pre>'
+        else: return ''
+        return f'<div class="cell-output cell-output-display">{body}</div>'
+
+# ---------------------------------------------------------------- API docs from source
+
+def _comments(src:str)->dict:
+    "Line number -> comment text, for the docments"
+    res = {}
+    try:
+        for t in tokenize.generate_tokens(io.StringIO(src).readline):
+            if t.type == tokenize.COMMENT and not t.string.startswith('#|'): res[t.start[0]] = t.string[1:].strip()
+    except (tokenize.TokenError, IndentationError, SyntaxError): pass
+    return res
+
+def _patch_name(node)->str:
+    "`Class.method` for a `@patch`ed function (nbdev's patch_name), else the plain name"
+    for d in getattr(node, 'decorator_list', []):
+        nm = ast.unparse(d.func if isinstance(d, ast.Call) else d)
+        if nm in ('patch', 'fastcore.basics.patch') and node.args.args and node.args.args[0].annotation is not None:
+            a = node.args.args[0].annotation
+            cls = [ast.unparse(x) for x in (a.left, a.right)] if isinstance(a, ast.BinOp) else [ast.unparse(a)]
+            return ' | '.join(f'{c}.{node.name}' for c in cls)
+        if nm == 'patch_to' and isinstance(d, ast.Call) and d.args: return f'{ast.unparse(d.args[0])}.{node.name}'
+    return node.name
+
+def _type_of(default)->str:
+    try: return type(ast.literal_eval(default)).__name__
+    except (ValueError, TypeError, SyntaxError, RecursionError): return ''
+
+def _params(node)->list:
+    "(name, annotation, default, docment) for a function's or dataclass's parameters, and `return`"
+    if isinstance(node, ast.ClassDef):
+        init = next((b for b in node.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and b.name == '__init__'), None)
+        if init is None:
+            fs = [b for b in node.body if isinstance(b, ast.AnnAssign) and isinstance(b.target, ast.Name)
+                  and not ast.unparse(b.annotation).startswith('ClassVar')]
+            return [(f.target.id, ast.unparse(f.annotation), ast.unparse(f.value) if f.value else None, f.lineno) for f in fs]
+        node = init
+    a = node.args
+    pos = a.posonlyargs + a.args
+    defs = [None]*(len(pos)-len(a.defaults)) + [ast.unparse(d) for d in a.defaults]
+    ps = [(p.arg, ast.unparse(p.annotation) if p.annotation else '', d, p.lineno) for p, d in zip(pos, defs)]
+    if ps and (ps[0][0] in ('self', 'cls') or node.name == '__init__' or _patch_name(node) != node.name): ps = ps[1:]
+    if a.vararg: ps.append(('*' + a.vararg.arg, ast.unparse(a.vararg.annotation) if a.vararg.annotation else '', None, a.vararg.lineno))
+    ps += [(p.arg, ast.unparse(p.annotation) if p.annotation else '', ast.unparse(d) if d else None, p.lineno)
+           for p, d in zip(a.kwonlyargs, a.kw_defaults)]
+    if a.kwarg: ps.append(('**' + a.kwarg.arg, ast.unparse(a.kwarg.annotation) if a.kwarg.annotation else '', None, a.kwarg.lineno))
+    if node.returns is not None and node.name != '__init__': ps.append(('return', ast.unparse(node.returns), None, node.returns.lineno))
+    return ps
+
+def _docment(line:int, comments:dict, lines:set)->str:
+    "The comment on a parameter's line, or the comment lines just above it (fastcore's docments rule)"
+    if line in comments: return comments[line]
+    res, line = [], line - 1
+    while line in comments and line not in lines: res.insert(0, comments[line]); line -= 1
+    return ' '.join(res)
+
+def _sig(name:str, ps:list)->str:
+    args = []
+    for n, anno, dflt, _ in ps:
+        if n == 'return': continue
+        s = n + (f':{anno}' if anno else '')
+        if dflt is not None: s += f'={dflt}'
+        args.append(s)
+    ret = next((anno for n, anno, *_ in ps if n == 'return'), '')
+    return f'{name} ({", ".join(args)})' + (f' -> {ret}' if ret else '')
+
+def api_entries(src:str)->list:
+    "(name, kind, signature, docstring, docments rows) for every public function and class defined in a cell"
+    code = '\n'.join(l for l in src.splitlines() if not l.lstrip().startswith(('%', '!')))
+    try: tree = ast.parse(code)
+    except SyntaxError: return []
+    comments, res = _comments(code), []
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): continue
+        if node.name.startswith('_') and not node.name.startswith('__'): continue
+        ps = _params(node)
+        lines = {p[3] for p in ps}
+        rows = [(n, anno or _type_of(d) if d else anno, d, _docment(ln, comments, lines)) for n, anno, d, ln in ps]
+        doc = ast.get_docstring(node) or ''
+        if isinstance(node, ast.ClassDef) and not doc:
+            init = next((b for b in node.body if getattr(b, 'name', '') == '__init__'), None)
+            doc = ast.get_docstring(init) if init else ''
+        name = _patch_name(node)
+        kind = 'class' if isinstance(node, ast.ClassDef) else 'function'
+        res.append((name, kind, _sig(name, ps), doc or '', rows))
+    return res
+
+def api_html(page:Page, entry:tuple)->str:
+    "One API entry as HTML, like nbdev's show_doc"
+    name, kind, sig, doc, rows = entry
+    a = page.anchor(name)
+    page.sections.append([name, a, f'{sig} {doc}'])
+    out = [f'<div class="api-entry {kind}" id="{a}">', f'<h3 class="anchored">{html.escape(name)}</h3>',
+           f'<blockquote><pre><code>{html.escape(sig)}</code></pre></blockquote>']
+    if doc: out.append(f'<p class="docstring"><em>{page.inline(doc)}</em></p>')
+    shown = [r for r in rows if r[0] != 'return' or r[3]]
+    if any(r[3] for r in rows):
+        out.append('<table class="docments table"><thead><tr><th></th><th>Type</th><th>Default</th><th>Details</th></tr></thead><tbody>')
+        for n, anno, d, dm in shown:
+            out.append(f'<tr><td><strong>{html.escape(n)}</strong></td><td>{html.escape(anno or "")}</td>'
+                       f'<td>{html.escape(d) if d is not None else ""}</td><td>{page.inline(dm or "")}</td></tr>')
+        out.append('</tbody></table>')
+    out.append('</div>')
+    return '\n'.join(out)
+
+# ---------------------------------------------------------------- cells and pages
+
+def cell_html(page:Page, c:dict, api:list)->str:
+    "One processed notebook cell as HTML: markdown, or shown code with its outputs, then API entries of exports"
+    src = ''.join(c['source'])
+    if c['cell_type'] == 'markdown': return page.markdown(src)
+    if c['cell_type'] != 'code': return ''
+    d = directives(src)
+    if d.get('include:') == 'false': return ''
+    out = []
+    if DOC_DIRS & d.keys() and 'hide' not in d:
+        for e in api_entries(src):
+            out.append(api_html(page, e)); api.append((e[0], out[-1].split('id="', 1)[1].split('"', 1)[0]))
+    if HIDE_DIRS & d.keys():
+        return '\n'.join(out)
+    code = '\n'.join(l for l in src.splitlines() if not l.startswith('#|') and not l.rstrip().endswith('#|hide_line')).strip()
+    cell = []
+    if code and d.get('echo:') != 'false': cell.append(code_html(code))
+    if d.get('output:') != 'false': cell += [h for h in (page.output(o) for o in c.get('outputs', [])) if h]
+    if cell: out.insert(0, '<div class="cell">\n' + '\n'.join(cell) + '\n</div>')
+    return '\n'.join(out)
+
+LAYOUT_CSS = """
+*{box-sizing:border-box} body{margin:0;font:16px/1.6 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#212529}
+a{color:#2780e3;text-decoration:none} a:hover{text-decoration:underline}
+.topbar{background:#2780e3;color:#fff;padding:.6rem 1.2rem;font-size:1.15rem;position:sticky;top:0;z-index:2}
+.topbar a{color:#fff;font-weight:600}
+.layout{display:flex;align-items:flex-start}
+nav.sidebar{width:240px;flex:none;position:sticky;top:2.9rem;max-height:calc(100vh - 2.9rem);overflow:auto;padding:1rem;border-right:1px solid #dee2e6;font-size:.92rem}
+nav.sidebar ul{list-style:none;margin:0;padding:0} nav.sidebar li{margin:.15rem 0}
+nav.sidebar a{color:#495057;display:block;padding:.1rem .5rem;border-radius:4px}
+nav.sidebar a.active{background:#e9f2fc;color:#2780e3;font-weight:600}
+main{flex:1;min-width:0;max-width:900px;padding:1.5rem 2.5rem}
+nav.toc{width:220px;flex:none;position:sticky;top:2.9rem;padding:1.5rem 1rem;font-size:.85rem}
+nav.toc h2{font-size:.9rem;margin:0 0 .4rem} nav.toc ul{list-style:none;padding:0;margin:0} nav.toc li{margin:.2rem 0}
+h1.title{margin-bottom:.2rem} [id]{scroll-margin-top:3.5rem} main h2{border-bottom:1px solid #dee2e6;padding-bottom:.2rem;margin-top:2rem}
+pre{background:#f8f9fa;padding:.6rem .8rem;border-radius:4px;overflow-x:auto;font-size:.86rem;line-height:1.45}
+code{font-family:SFMono-Regular,Menlo,Consolas,monospace;font-size:.9em} p code,li code,td code{color:#9753b8} a code{color:inherit!important}
+.api-entry{border:1px solid #dee2e6;border-radius:6px;padding:.2rem 1rem .6rem;margin:1.2rem 0;box-shadow:0 1px 2px rgba(0,0,0,.05)}
+.api-entry h3{margin:.5rem 0 .3rem;font-family:SFMono-Regular,Menlo,Consolas,monospace;font-size:1.05rem}
+.api-entry blockquote{margin:0} .api-entry blockquote pre{background:#f1f3f5}
+table{border-collapse:collapse;margin:.6rem 0;font-size:.9rem} th,td{border-bottom:1px solid #dee2e6;padding:.3rem .6rem;text-align:left;vertical-align:top}
+.cell-output img{max-width:100%} .cell-output-stderr pre{background:#fff5f5}
+footer{color:#6c757d;font-size:.8rem;margin-top:3rem}
+@media (max-width:1100px){nav.toc{display:none}} @media (max-width:700px){nav.sidebar{display:none} main{padding:1rem}}
+"""
+
+def pygments_css()->str:
+    return HtmlFormatter().get_style_defs('.highlight') if highlight else ''
+
+def link_symbols(body:str, symbols:dict, here:str)->str:
+    "Backticked names of documented symbols link to their API entry (nbdev's doclinks)"
+    def _link(m):
+        tgt = symbols.get(m.group(1))
+        if not tgt: return m.group(0)
+        href = (f'#{tgt[1]}' if tgt[0] == here else f'{tgt[0]}#{tgt[1]}')
+        return f'<a href="{href}">{m.group(0)}</a>'
+    parts = re.split(r'(<pre.*?</pre>|<h[1-6][^>]*>.*?</h[1-6]>|<a\b.*?</a>)', body, flags=re.DOTALL)
+    return ''.join(p if i % 2 else re.sub(r'<code>([A-Za-z_][\w.]*)(?:\(\))?</code>', _link, p) for i, p in enumerate(parts))
+
+def render(nb:Path, pages:dict)->dict:
+    "A notebook as a page: {'name', 'title', 'subtitle', 'body', 'toc', 'api', 'module', 'sections'}"
+    cells = json.loads(nb.read_text(encoding='utf-8'))['cells']
+    title, sub, rest = title_of(cells)
+    page, api = Page(pages), []
+    body = [page.markdown(rest) if rest else ''] + [cell_html(page, c, api) for c in (cells[1:] if rest is not None else cells)]
+    prose = ''.join(''.join(c['source']) for c in cells if c['cell_type'] == 'markdown')
+    return dict(name=page_name(nb), title=title or nb.stem, subtitle=sub, body='\n'.join(b for b in body if b),
+                math=bool(re.search(r'\$[^$\s`][^$`\n]*[\\^_][^$`\n]*\$', prose)),
+                toc=page.toc, api=api, module=default_exp(cells), sections=page.sections, ids=page.ids)
+
+def page_html(p:dict, pages:list, site:dict)->str:
+    "A full HTML page: top bar, sidebar with every page, the content and its table of contents"
+    active = ' class="active"'
+    side = '\n'.join(f'<li><a href="{q["name"]}"{active if q["name"] == p["name"] else ""}>{html.escape(q["title"])}</a></li>'
+                     for q in pages)
+    toc = '\n'.join(f'<li><a href="#{a}">{html.escape(re.sub(r"`", "", t))}</a></li>' for t, a in p['toc'])
+    sub = f'<div class="description">{page_md_inline(p["subtitle"])}</div>' if p['subtitle'] else ''
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(p['title'])} – {html.escape(site['title'])}</title>
+<meta name="description" content="{html.escape(p['subtitle'] or site['description'])}">
+<link rel="stylesheet" href="site.css"><link rel="stylesheet" href="styles.css">{MATHJAX if p.get('math') else ''}
+</head><body>
+<header class="topbar"><a href="index.html">{html.escape(site['title'])}</a></header>
+<div class="layout">
+<nav class="sidebar" aria-label="pages"><ul>
+{side}
+</ul></nav>
+<main id="content">
+<header><h1 class="title">{html.escape(p['title'])}</h1>{sub}</header>
+<!-- WARNING: THIS FILE WAS AUTOGENERATED from nbs/ by tools/build_docs.py! DO NOT EDIT! -->
+{p['body']}
+<footer>{html.escape(site.get('copyright', ''))}</footer>
+</main>
+<nav class="toc" aria-label="on this page">{'<h2>On this page</h2><ul>' + toc + '</ul>' if toc else ''}</nav>
+</div></body></html>
+"""
+
+# TeX in prose, as Quarto does it (MathJax from its CDN when the reader is online; the text stays readable when not)
+MATHJAX = ('\n<script>window.MathJax={tex:{inlineMath:[["$","$"]],displayMath:[["$$","$$"]]}};</script>'
+           '\n<script async src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml-full.js"></script>')
+
+def page_md_inline(s:str)->str: return MarkdownIt('commonmark').renderInline(s)
+
+def settings(repo:Path)->dict:
+    "title, description, copyright from settings.ini (read as text: no nbdev config lookup)"
+    import configparser
+    cp = configparser.ConfigParser(interpolation=None); cp.read(repo/'settings.ini', encoding='utf-8')
+    d = cp['DEFAULT'] if cp.has_section('DEFAULT') or cp.defaults() else {}
+    return dict(title=d.get('title', 'docs'), description=d.get('description', ''), copyright=d.get('copyright', ''))
+
+def build(out:Path, nbs:Path=REPO/'nbs', repo:Path=REPO)->list:
+    "Write the site into `out`; returns the rendered pages"
+    site = settings(repo)
+    pages = [render(nb, {}) for nb in notebooks(nbs)]
+    symbols = {}
+    for p in pages:
+        for nm, a in p['api']:
+            for n in nm.split(' | '): symbols.setdefault(n, (p['name'], a))
+    out.mkdir(parents=True, exist_ok=True)
+    search = []
+    for p in pages:
+        p['body'] = link_symbols(p['body'], symbols, p['name'])
+        (out/p['name']).write_text(page_html(p, pages, site), encoding='utf-8')
+        search.append(dict(title=p['title'], url=p['name'], text=p['subtitle']))
+        search += [dict(title=f"{p['title']}: {t}", url=f"{p['name']}#{a}", text=re.sub(r'\s+', ' ', x).strip()[:500])
+                   for t, a, x in p['sections']]
+    if (nbs/'styles.css').exists(): shutil.copy(nbs/'styles.css', out/'styles.css')
+    else: (out/'styles.css').write_text('', encoding='utf-8')
+    (out/'site.css').write_text(LAYOUT_CSS + pygments_css(), encoding='utf-8')
+    (out/'search.json').write_text(json.dumps(search, indent=1, ensure_ascii=False), encoding='utf-8')
+    return pages
+
+# ---------------------------------------------------------------- checks
+
+def module_symbols(py:Path)->set:
+    "Public functions and classes a generated module exports (its `__all__`), read without importing it"
+    tree = ast.parse(py.read_text(encoding='utf-8'))
+    alls = next((ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                 and any(getattr(t, 'id', '') == '__all__' for t in n.targets)), [])
+    defs = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    return {a for a in alls if a in defs and not a.startswith('_')}
+
+def check(out:Path, pages:list, repo:Path=REPO)->list:
+    "Problems with a built site: missing or empty pages, broken sidebar links, exported symbols without an entry"
+    errs, lib = [], repo/'multis'
+    names = {p['name'] for p in pages}
+    if 'index.html' not in names: errs.append('no index.html (nbs/index.ipynb)')
+    for p in pages:
+        f = out/p['name']
+        if not f.exists(): errs.append(f'{p["name"]}: not written'); continue
+        text = f.read_text(encoding='utf-8')
+        if not re.sub(r'<[^>]+>|\s', '', p['body']): errs.append(f'{p["name"]}: empty page')
+        for href in re.findall(r'<nav class="sidebar".*?</nav>', text, re.DOTALL)[0:1]:
+            for h in re.findall(r'href="([^"#]+)"', href):
+                if not (out/h).exists(): errs.append(f'{p["name"]}: broken sidebar link {h}')
+        for h in re.findall(r'href="([\w.-]+\.html)#([^"]+)"', text):
+            tgt = next((q for q in pages if q['name'] == h[0]), None)
+            if tgt is None or h[1] not in tgt['ids']: errs.append(f'{p["name"]}: broken link {h[0]}#{h[1]}')
+        if p['module']:
+            py = lib/(p['module'].replace('.', '/') + '.py')
+            if not py.exists(): errs.append(f'{p["name"]}: module {p["module"]} has no {py.relative_to(repo)}'); continue
+            documented = {n for nm, _ in p['api'] for n in nm.split(' | ')}
+            for s in sorted(module_symbols(py) - documented): errs.append(f'{p["name"]}: {p["module"]}.{s} has no API entry')
+    return errs
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--out', type=Path, help='output folder (default: _docs, or a temp dir with --check)')
+    ap.add_argument('--check', action='store_true', help='build and exit 1 on a missing/empty page, broken link or undocumented export')
+    a = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = a.out or (Path(tmp) if a.check else REPO/'_docs')
+        pages = build(out)
+        mods = [p for p in pages if p['module']]
+        if a.check:
+            errs = check(out, pages)
+            for e in errs: print(e, file=sys.stderr)
+            if errs: sys.exit(f'docs check failed: {len(errs)} problem(s)')
+        print(f'{len(pages)} pages ({len(mods)} modules, {sum(len(p["api"]) for p in pages)} API entries) -> {out}')
+
+if __name__ == '__main__': main()
