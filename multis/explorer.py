@@ -170,7 +170,7 @@ def update(self:Explorer, control:str='query'):
 def show(self:Explorer):
     "Render the table, the hit picker and the excerpt from `self.hits`"
     self.table = hits_table(self.hits)
-    self.results.value = (self.table.to_html(index=False, border=0, float_format='{:.3f}'.format)
+    self.results.value = (self.table.to_html(index=False, border=0, justify='left', float_format='{:.3f}'.format)
                           if self.hits else '<i>no hits</i>')
     keep = self.pick.value
     self.pick.options = [(f"{h.rank}. {h.name}", h.chunk_id) for h in self.hits]

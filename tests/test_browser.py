@@ -7,6 +7,8 @@ Never downloads a browser: it uses the system's `chromium` (`apt-get install chr
 import json, os, secrets, shutil, socket, subprocess, sys, time, urllib.request
 from pathlib import Path
 import pytest
+try: from playwright.sync_api import TimeoutError as PWTimeout
+except ImportError: PWTimeout = Exception
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(__file__).resolve().parent/'artifacts'
@@ -48,6 +50,8 @@ def lab_env(tmp:Path)->dict:
            'JUPYTERLAB_WORKSPACES_DIR': str(tmp/'jws'), 'PATH': f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     note = tmp/'jset'/'@jupyterlab'/'apputils-extension'/'notification.jupyterlab-settings'
     note.parent.mkdir(parents=True); note.write_text(json.dumps({'fetchNews': 'false', 'checkForUpdates': False}))
+    tracker = tmp/'jset'/'@jupyterlab'/'notebook-extension'/'tracker.jupyterlab-settings'
+    tracker.parent.mkdir(parents=True); tracker.write_text(json.dumps({'windowingMode': 'none'}))  # every cell in the DOM
     return env
 
 def start_lab(root:Path, tmp:Path, port:int, token:str):
@@ -73,9 +77,15 @@ def stop(proc):
     except subprocess.TimeoutExpired: proc.kill(); proc.wait(5)
 
 def run_all(page):
-    "Run > Run All Cells from the menu bar"
-    page.locator('.lm-MenuBar-itemLabel', has_text='Run').first.click()
-    page.locator('.lm-Menu-itemLabel', has_text='Run All Cells').first.click()
+    "Once the kernel is idle, Run > Run All Cells from the menu bar until the explorer shows (twice at most)"
+    page.locator('.jp-StatusBar-TextItem', has_text='| Idle').first.wait_for(timeout=30_000)
+    for attempt in range(2):
+        page.keyboard.press('Escape')   # close any dialog or menu left open
+        page.locator('.lm-MenuBar-itemLabel', has_text='Run').first.click()
+        page.locator('.lm-Menu-itemLabel', has_text='Run All Cells').first.click()
+        try: return page.locator('.multis-query input').first.wait_for(timeout=30_000)
+        except PWTimeout:
+            if attempt: raise
 
 def results_text(page)->str: return page.locator('.multis-results').inner_text()
 
@@ -84,6 +94,11 @@ def move_slider(page, cls:str, presses:int=5):
     handle = page.locator(f'.{cls} .noUi-handle').first
     handle.focus()
     for _ in range(presses): handle.press('ArrowRight')
+
+def shot(page, name:str):
+    "Save a screenshot to tests/artifacts/"
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS/name))
 
 def test_explorer_in_jupyterlab(tmp_path):
     exe = _need()
@@ -98,11 +113,9 @@ def test_explorer_in_jupyterlab(tmp_path):
                 page.set_default_timeout(30_000)
                 page.goto(f'http://127.0.0.1:{port}/lab/tree/nbs/{NB}?token={token}')
                 page.locator('.jp-Notebook .jp-Cell').first.wait_for()
-                page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"], '
-                             '.jp-Toolbar-kernelStatus').first.wait_for(timeout=30_000)
-                run_all(page)
+                try: run_all(page)
+                except Exception: shot(page, 'explorer-failed.png'); raise
                 query = page.locator('.multis-query input').first
-                query.wait_for(timeout=60_000)
                 query.fill('water garden')
                 page.locator('.multis-results table').first.wait_for(timeout=20_000)
                 before = results_text(page)
@@ -113,7 +126,6 @@ def test_explorer_in_jupyterlab(tmp_path):
                 after = results_text(page)
                 assert after != before
                 query.scroll_into_view_if_needed()
-                ARTIFACTS.mkdir(exist_ok=True)
-                page.screenshot(path=str(ARTIFACTS/'explorer.png'), full_page=False)
+                shot(page, 'explorer.png')
             finally: browser.close()
     finally: stop(proc)
