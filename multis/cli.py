@@ -20,6 +20,8 @@ from .search import query_terms, check_scopes
 from .indexer import IndexLimits, index_directory, index_file
 from .evaluate import evaluate_beir
 from .terminal import chat
+from .onboarding import init
+from .daemon import start, stop, status
 
 # %% ../nbs/50_cli.ipynb 5
 _OPT_NAMES = {'json_out': '--json'}
@@ -130,8 +132,9 @@ def eval_(path:str,          # a BEIR-format folder (corpus.jsonl, queries.jsonl
     for name,v in res.items(): print(f"{name:>12}  {v if name == 'queries' else f'{v:.4f}'}")
     return 0
 
-# %% ../nbs/50_cli.ipynb 21
-VERBS = dict(chat=chat, index=index, search=search, ask=ask, docs=docs, eval=eval_)
+# %% ../nbs/50_cli.ipynb 22
+VERBS = dict(init=init, start=start, stop=stop, status=status, chat=chat, index=index, search=search, ask=ask, docs=docs,
+             eval=eval_)
 
 def build_parser()->argparse.ArgumentParser:
     "The `multis` parser, with a subcommand per verb"

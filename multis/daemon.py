@@ -17,7 +17,7 @@ from .core import MultisError, atomic_write, multis_home
 from .config import cfg_get, load_config
 from .store import Store
 from .conversation import Conversation
-from .router import Message, Router
+from .router import Router
 from .scheduler import Scheduler, platform_deliverer, track_activity
 
 # %% ../nbs/20_daemon.ipynb 5
@@ -112,7 +112,7 @@ NO_PLATFORM = ("no chat platform is enabled: only the scheduler runs (set platfo
                "platforms.beeper.enabled in config.json, or run `multis init`)")
 
 @patch
-async def start(self:Daemon):
+async def startup(self:Daemon):
     "Start the platforms and connect the scheduler's delivery to them"
     self.scheduler.deliver = platform_deliverer(self.platforms, asyncio.get_running_loop())
     for name, p in list(self.platforms.items()):
@@ -149,7 +149,7 @@ async def serve(self:Daemon, stop:asyncio.Event, # set it to stop
                 on_ready:Callable|None=None):    # called once started
     "Run until `stop` is set: platforms, and the scheduler every `tick_seconds`"
     try:
-        await self.start()
+        await self.startup()
         if on_ready: on_ready(self)
         while not stop.is_set():
             await self.tick()

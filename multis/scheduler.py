@@ -318,9 +318,10 @@ def cleanup(self:Scheduler, now:float|None=None)->dict:
 def tick(self:Scheduler, now:float|None=None)->dict:
     "Do what is due: capture cycle, retention, user jobs; what was done"
     now, done = self.clock() if now is None else now, {}
+    mins = float(cfg_get(self.cfg, 'memory.capture_interval_minutes', CAPTURE_INTERVAL_MINUTES))
+    builtins = ([('capture', mins*60, self.capture_cycle)] if mins > 0 else []) + [('retention', DAY, self.cleanup)]
     with self._tick_lock:
-        every = float(cfg_get(self.cfg, 'memory.capture_interval_minutes', CAPTURE_INTERVAL_MINUTES) or CAPTURE_INTERVAL_MINUTES)*60
-        for what, interval, run in (('capture', every, self.capture_cycle), ('retention', DAY, self.cleanup)):
+        for what, interval, run in builtins:
             if now - self._state().get(what, 0) < interval: continue
             try: done[what] = run(now)
             except Exception: log.exception("scheduler: %s failed", what)

@@ -16,7 +16,7 @@ def test_command_is_installed():
     assert MULTIS, 'the multis console script is not installed'
     r = subprocess.run([MULTIS, '--help'], capture_output=True, text=True)
     assert r.returncode == 0
-    for verb in ('index', 'search', 'docs', 'eval'): assert verb in r.stdout
+    for verb in ('init', 'start', 'stop', 'status', 'chat', 'index', 'search', 'ask', 'docs', 'eval'): assert verb in r.stdout
 
 @pytest.mark.parametrize('verb', ['index', 'search', 'docs', 'eval'])
 def test_verb_help_comes_from_docments(verb):
@@ -132,3 +132,19 @@ def test_main_job_chat_through_stdin(tmp_path):
     assert 'garden-guide.md' in r.stdout or 'recipes.txt' in r.stdout        # /search tomatoes
     assert '/exec' in r.stdout                                              # /help as the owner
     assert 'Traceback' not in r.stdout + r.stderr
+
+def test_init_start_status_stop_through_the_cli(tmp_path):
+    "The daemon's life cycle as a user drives it: init, start, status, a second start refused, stop"
+    home = tmp_path/'home'
+    r = multis('init', '--non-interactive', home=home, check=0)
+    cfg = json.loads((home/'config.json').read_text())
+    assert cfg['pairing_code'] and cfg['pairing_code'] in r.stdout
+    assert (home/'config.json').stat().st_mode & 0o777 == 0o600
+    try:
+        multis('start', home=home, check=0)
+        assert 'running' in multis('status', home=home, check=0).stdout
+        assert multis('start', home=home).returncode == 1
+    finally:
+        multis('stop', home=home, check=0)
+    st = multis('status', home=home)
+    assert st.returncode == 3 and 'not running' in st.stdout

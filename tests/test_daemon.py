@@ -203,7 +203,7 @@ def test_cron_answer_reaches_the_telegram_chat(tmp_path):
         d = Daemon(tmp_path, _telegram_cfg(srv, owner_id='100', allowed_users=['100']), provider=FakeProvider(), clock=clock)
 
         async def scenario():
-            await d.start()
+            await d.startup()
             srv.push_text(100, 100, '/cron "0 7 * * *" what is on today?')
             reply = (await asyncio.to_thread(srv.wait_sent, 1, 20))[0]['text']
             assert await d.tick() == {'capture': 0, 'retention': {'logs': 0, 'sections': 0, 'summaries': 0, 'messages': 0}, 'jobs': []}

@@ -209,7 +209,7 @@ def test_daemon_delivers_a_cron_answer_to_the_platform(tmp_path, clock):
     d = Daemon(tmp_path, cfg, provider=FakeProvider(answer), platforms={'telegram': tg}, clock=clock)
 
     async def scenario():
-        await d.start()
+        await d.startup()
         reply = await asyncio.to_thread(d.router.handle, Message('telegram', OWNER, OWNER, '/cron "0 7 * * *" what is on today?'))
         clock.t = local(2026, 11, 23, 7, 0) + 20
         done = await d.tick()
