@@ -1,5 +1,5 @@
 "Shared helpers of the benchmarks: the machine, timing, and synthetic Zipf text laid out like real documents"
-import os, platform, sqlite3, statistics, sys, time
+import os, platform, sqlite3, time
 from pathlib import Path
 import numpy as np
 from multis.core import DocChunk

@@ -1,6 +1,6 @@
 """Search latency at 10k, 100k and 1M chunks: multis `Store.search` beside the bare scoped FTS5 OR query.
 
-    .venv/bin/python bench/search.py                       # 10k, 100k, 1M (first run builds ~25 min, then ~15 min)
+    .venv/bin/python bench/search.py                       # 10k, 100k, 1M: ~20 min (+6 min to build the first time)
     .venv/bin/python bench/search.py --sizes 10000,100000 --queries 200
 
 Databases are built once into bench/.cache/ (git-ignored): synthetic Zipf text (vocabulary 50k, s=1.1, 100-300 words
@@ -29,7 +29,7 @@ def add_accesses(st:Store, n:int=10_000, seed:int=3):
     p = np.arange(1, total+1, dtype=float) ** -1.0
     picks = order[np.minimum(np.searchsorted(np.cumsum(p/p.sum()), rng.random(n)), total-1)]
     times = np.sort(NOW - rng.random(n//10) * 30*86400)
-    ids = dict(st._sql(f"SELECT id, chunk_id FROM chunks").fetchall()) if total <= 100_000 else None
+    ids = dict(st._sql("SELECT id, chunk_id FROM chunks").fetchall()) if total <= 100_000 else None
     for t, batch in zip(times, np.array_split(picks, n//10)):
         rows = batch.tolist()
         cids = [ids[i] for i in rows] if ids else [r[0] for r in st._sql(

@@ -121,6 +121,7 @@ async def startup(self:Daemon):
             self.platforms.pop(name); self.status[name] = f"failed: {e}"
             log.error("%s could not start: %s", name, e)
     if not self.platforms: log.warning(NO_PLATFORM if not self.status else "no chat platform is running: only the scheduler runs")
+    await asyncio.to_thread(self.start_local)
 
 @patch
 async def tick(self:Daemon)->dict:
@@ -135,6 +136,7 @@ async def shutdown(self:Daemon):
     for name, p in list(self.platforms.items()):
         try: await p.stop()
         except Exception: log.exception("%s did not stop cleanly", name)
+    await asyncio.to_thread(self.stop_local)
     await asyncio.to_thread(self.close)
 
 @patch
@@ -144,6 +146,33 @@ def close(self:Daemon):
     self.store.close()
 
 # %% ../nbs/20_daemon.ipynb 23
+@patch
+def start_local(self:Daemon):
+    "Start the watched folders and, if `service.enabled`, the memory service; a failure is logged, not fatal"
+    self.watcher = self.service = None
+    if self.cfg.get('watch'):
+        try:
+            from multis.watch import Watcher
+            self.watcher = Watcher(self.store, self.cfg, self.home).start(); self.status['watch'] = 'running'
+        except Exception as e: self.status['watch'] = f"failed: {e}"; log.error("watched folders could not start: %s", e)
+    if cfg_get(self.cfg, 'service.enabled', False):
+        try:
+            from multis.service import ServiceThread, create_app
+            app = create_app(self.store.path, self.cfg, self.home, provider=self.conv.provider)
+            self.service = ServiceThread(app, '127.0.0.1', int(cfg_get(self.cfg, 'service.port', 5858))).start()
+            self.status['service'] = f"running on {self.service.url}"
+        except Exception as e: self.status['service'] = f"failed: {e}"; log.error("the memory service could not start: %s", e)
+
+@patch
+def stop_local(self:Daemon):
+    "Stop the memory service and the watched folders, if running"
+    for name in ('service', 'watcher'):
+        if (x := getattr(self, name, None)) is not None:
+            try: x.stop()
+            except Exception: log.exception("%s did not stop cleanly", name)
+            setattr(self, name, None)
+
+# %% ../nbs/20_daemon.ipynb 25
 @patch
 async def serve(self:Daemon, stop:asyncio.Event, # set it to stop
                 on_ready:Callable|None=None):    # called once started
@@ -157,7 +186,7 @@ async def serve(self:Daemon, stop:asyncio.Event, # set it to stop
             except asyncio.TimeoutError: pass
     finally: await self.shutdown()
 
-# %% ../nbs/20_daemon.ipynb 30
+# %% ../nbs/20_daemon.ipynb 32
 class RedactingFormatter(logging.Formatter):
     "A log formatter that replaces the given secrets (and their tracebacks) with ***"
     def __init__(self, fmt:str, secrets=()): super().__init__(fmt); self.secrets = list(secrets)
@@ -172,7 +201,7 @@ def config_secrets(cfg:dict)->list:
     keys = ('platforms.telegram.bot_token', 'platforms.beeper.token', 'llm.api_key', 'embeddings.api_key')
     return [str(v) for k in keys if (v := cfg_get(cfg, k))]
 
-# %% ../nbs/20_daemon.ipynb 32
+# %% ../nbs/20_daemon.ipynb 34
 LOG_FORMAT = '%(asctime)s %(levelname)s %(name)s: %(message)s'
 
 def daemon_logging(home=None)->list:
@@ -192,7 +221,7 @@ def _set_secrets(handlers:list, secrets:list):
 def _drop_handlers(handlers:list):
     for h in handlers: logging.getLogger().removeHandler(h); h.close()
 
-# %% ../nbs/20_daemon.ipynb 34
+# %% ../nbs/20_daemon.ipynb 36
 class _Stopper:
     "Sets the daemon's stop event from a signal handler, also before the event loop exists"
     def __init__(self): self.loop, self.event, self.requested, self.lock = None, None, False, threading.Lock()
@@ -210,7 +239,7 @@ def _install_signals(handler)->dict:
     if threading.current_thread() is not threading.main_thread(): return {}
     return {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
 
-# %% ../nbs/20_daemon.ipynb 35
+# %% ../nbs/20_daemon.ipynb 37
 def _serve_in_thread(daemon:Daemon, stopper:_Stopper, on_ready:Callable|None=None):
     "Run `daemon.serve` on its own loop in a thread, waiting for it here (where signals arrive)"
     box = {}
@@ -226,7 +255,7 @@ def _serve_in_thread(daemon:Daemon, stopper:_Stopper, on_ready:Callable|None=Non
     while t.is_alive(): t.join(0.2)
     if 'error' in box: raise box['error']
 
-# %% ../nbs/20_daemon.ipynb 36
+# %% ../nbs/20_daemon.ipynb 38
 def _write_ready(home, started:float):
     def ready(daemon:Daemon):
         st = dict(pid=os.getpid(), started=started, platforms=daemon.status)
@@ -235,7 +264,7 @@ def _write_ready(home, started:float):
         log.info("multis started (pid %d): platforms: %s; %d scheduled jobs", os.getpid(), names, len(daemon.scheduler.list_jobs()))
     return ready
 
-# %% ../nbs/20_daemon.ipynb 37
+# %% ../nbs/20_daemon.ipynb 39
 def run_foreground(home=None,                 # the multis home; default `multis_home()`
                    provider=None,             # a Provider; default the config's
                    platforms:dict|None=None,  # name -> platform; default those the config enables
@@ -269,7 +298,7 @@ def _run_locked(home, stopper, handlers, provider, platforms, tick_seconds)->int
     log.info("multis stopped cleanly (pid %d)", os.getpid())
     return 0
 
-# %% ../nbs/20_daemon.ipynb 41
+# %% ../nbs/20_daemon.ipynb 43
 _CHILD = 'import sys; from multis.daemon import main; sys.exit(main(["start", "--foreground"]))'
 
 def _spawn(home:Path)->subprocess.Popen:
@@ -286,7 +315,7 @@ def _log_tail(home, offset:int, lines:int=8)->str:
     except OSError: return ''
     return '\n'.join(text.strip().splitlines()[-lines:])
 
-# %% ../nbs/20_daemon.ipynb 42
+# %% ../nbs/20_daemon.ipynb 44
 def _platform_lines(platforms:dict|None)->list:
     if not platforms: return ['  no chat platform enabled: only the scheduler runs']
     return [f"  {k}: {v}" for k,v in platforms.items()]
@@ -305,7 +334,7 @@ def _wait_ready(home:Path, proc:subprocess.Popen, offset:int, timeout:float)->in
     print(f"multis (pid {proc.pid}) did not report ready within {timeout:g} s; see {log_path(home)}", file=sys.stderr)
     return 1
 
-# %% ../nbs/20_daemon.ipynb 43
+# %% ../nbs/20_daemon.ipynb 45
 def start(foreground:bool=False, # run in this terminal until Ctrl-C, instead of in the background
           timeout:float=30,      # seconds to wait for the background daemon to be ready
          )->int:                 # 0 started (or stopped cleanly, in the foreground), 1 otherwise
@@ -317,7 +346,7 @@ def start(foreground:bool=False, # run in this terminal until Ctrl-C, instead of
     offset = log_path(home).stat().st_size if log_path(home).exists() else 0
     return _wait_ready(home, _spawn(home), offset, timeout)
 
-# %% ../nbs/20_daemon.ipynb 45
+# %% ../nbs/20_daemon.ipynb 47
 def _stale_note(st:dict)->str: return f" (removed the stale pid file of process {st['stale_pid']})" if st.get('stale_pid') else ''
 
 def stop(timeout:float=60, # seconds to wait for in-flight work to finish
@@ -336,7 +365,7 @@ def stop(timeout:float=60, # seconds to wait for in-flight work to finish
     print(f"multis (pid {st['pid']}) is still finishing after {timeout:g} s; see {log_path(home)}", file=sys.stderr)
     return 1
 
-# %% ../nbs/20_daemon.ipynb 46
+# %% ../nbs/20_daemon.ipynb 48
 def _duration(s:float)->str:
     s = int(max(s, 0))
     d, h, m = s//86400, s%86400//3600, s%3600//60
@@ -350,7 +379,7 @@ def status()->int:
     print('\n'.join([f"multis is running (pid {st['pid'] or 'unknown'}{up})"] + _platform_lines(st.get('platforms'))))
     return 0
 
-# %% ../nbs/20_daemon.ipynb 49
+# %% ../nbs/20_daemon.ipynb 51
 def main(argv:list|None=None)->int:
     "`start [--foreground] [--timeout S]`, `stop [--timeout S]` or `status`; returns the exit status"
     p = argparse.ArgumentParser(prog='multis', description='start, stop or check the multis daemon')

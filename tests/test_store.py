@@ -131,7 +131,7 @@ def test_newer_schema_refused(tmp_path):
     con = sqlite3.connect(p); con.execute('PRAGMA user_version = 999'); con.close()
     with pytest.raises(StoreError, match='newer multis'): Store(p)
 
-def test_locked_by_another_process(tmp_path):
+def test_locked_by_another_process(tmp_path, caplog):
     p = tmp_path/'multis.db'
     Store(p).close()
     holder = subprocess.Popen([sys.executable, '-c', textwrap.dedent(f"""
@@ -145,6 +145,7 @@ def test_locked_by_another_process(tmp_path):
             with pytest.raises(StoreError, match='locked by another process'):
                 st.save([DocChunk('/d/a.md', 'A', 'text')])
         assert time.monotonic() - t >= 0.4   # it waited before giving up
+        assert any('is locked by another process; waiting up to 0.5 s' in r.getMessage() for r in caplog.records)
     finally: holder.kill(); holder.wait()
     with Store(p) as st: assert st.save([DocChunk('/d/a.md', 'A', 'text')]) == 1
 
