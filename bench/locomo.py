@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine
 from multis.core import DocChunk
 from multis.config import DEFAULT_CONFIG, cfg_get
-from multis.memory import ChatMemory, chat_scope, log_message, _stamp
+from multis.memory import ChatMemory, chat_scope, log_message, _stamp, day_words, CONTEXT_GAP
 from multis.ranking import DEFAULTS
 from multis.search import fts_query, query_terms
 from multis.store import Store, FTS_TOKENIZE
@@ -82,42 +82,6 @@ def load(path:Path)->list:
     "Every conversation of locomo10.json"
     return [load_conv(i, d) for i, d in enumerate(json.loads(path.read_text(encoding='utf-8')))]
 
-# ---------------------------------------------------------------- the proposed index_message
-
-CONTEXT_MESSAGES, CONTEXT_GAP, CONTEXT_WORDS = 2, 1800.0, 50
-
-def day_words(ts:float)->str:
-    "'8 May 2023' (local time, as the log's file names)"
-    lt = time.localtime(ts)
-    return f"{lt.tm_mday} {time.strftime('%B %Y', lt)}"
-
-def message_context(window:list, now:float, n:int=CONTEXT_MESSAGES, gap:float=CONTEXT_GAP, words:int=CONTEXT_WORDS)->list:
-    "The texts of the window's last `n` messages of the `gap` seconds before `now`, each cut to `words` words"
-    recent = [o for o in window if isinstance(o.get('ts'), (int, float)) and 0 <= now - o['ts'] <= gap][-n:] if n else []
-    return [' '.join(o['content'].split()[:words]) for o in recent]
-
-def index_message_ctx(store:Store, mem:ChatMemory, role:str, content:str, now:float|None=None,
-                      speaker:str|None=None, # the sender's name, when known
-                      context:list|None=None, # the texts of the messages just before it, oldest first
-                     )->DocChunk:
-    "Proposed `index_message`: the day in words in the name; the previous messages, then the name, as section_path"
-    now = time.time() if now is None else float(now)
-    name = f"{speaker or role}, {day_words(now)}, {time.strftime('%H:%M', time.localtime(now))}"
-    c = DocChunk(str(mem.log_path(now)), name, f"{speaker}: {content}" if speaker else content, element_type='paragraph',
-                 section_path=[*(context or []), name], document_type='conversation', scope=mem.scope,
-                 metadata={'chat_id': mem.chat_id, 'role': role, 'speaker': speaker, 'ts': now})
-    store.save([c])
-    return c
-
-def log_message_ctx(mem:ChatMemory, role:str, content:str, store:Store|None=None, cfg:dict|None=None,
-                    now:float|None=None, speaker:str|None=None)->tuple:
-    "Proposed `log_message`: the context is taken from the window before the message joins it; (window length, chunk)"
-    now = time.time() if now is None else float(now)
-    index = store is not None and cfg_get(cfg or {}, 'memory.index_raw', False)
-    ctx = message_context(mem.load_recent(), now) if index else []
-    n = mem.append_message(role, content, now)
-    return n, (index_message_ctx(store, mem, role, content, now, speaker, ctx) if index else None)
-
 # ---------------------------------------------------------------- other ways a turn could become a chunk
 
 CFG = copy.deepcopy(DEFAULT_CONFIG)
@@ -130,7 +94,7 @@ def chat_id(cv:Conv)->str: return f"locomo-{cv.idx}"
 class Variant:
     "One way of storing a turn"
     label:str
-    path:str='alt'         # 'today': log_message -> index_message; 'proposed': log_message_ctx; 'alt': alt_chunk only
+    path:str='alt'         # 'today': log_message -> index_message; 'proposed': the same, listed as H; 'alt': alt_chunk only
     date:bool=False        # the day in words in the name ('Caroline, 8 May 2023, 13:56')
     prev:int=0             # previous messages (of the last CONTEXT_GAP seconds) stored as context
     prev_col:str='content' # where that context goes: 'content' or 'section_path'
@@ -177,9 +141,9 @@ def index_turn(store:Store, mem:ChatMemory, cv:Conv, i:int, v:Variant)->tuple:
         want, got = alt_chunk(mem, t, context(cv.turns, i, hv), hv), store.get(cid)
         assert (cid, got.section_path) == (want.chunk_id, want.section_path), "alt_chunk H no longer rebuilds index_message's chunk"
         return n, cid
-    if v.path == 'proposed':
-        n, c = log_message_ctx(mem, 'user', t.text, store, CFG, now=t.ts, speaker=t.speaker)
-        return n, c.chunk_id
+    if v.path == 'proposed':       # H as multis stores it now: the same log_message, counted apart for the table
+        n = log_message(mem, 'user', t.text, store, CFG, now=t.ts, speaker=t.speaker)
+        return n, newest(store)[1]
     c = alt_chunk(mem, t, context(cv.turns, i, v), v)   # the chat's files play no part in what gets indexed
     store.save([c])
     return 0, c.chunk_id

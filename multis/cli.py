@@ -22,6 +22,7 @@ from .evaluate import evaluate_beir
 from .terminal import chat
 from .onboarding import init
 from .daemon import start, stop, status
+from .service import serve
 
 # %% ../nbs/50_cli.ipynb 5
 _OPT_NAMES = {'json_out': '--json'}
@@ -132,9 +133,9 @@ def eval_(path:str,          # a BEIR-format folder (corpus.jsonl, queries.jsonl
     for name,v in res.items(): print(f"{name:>12}  {v if name == 'queries' else f'{v:.4f}'}")
     return 0
 
-# %% ../nbs/50_cli.ipynb 22
+# %% ../nbs/50_cli.ipynb 23
 VERBS = dict(init=init, start=start, stop=stop, status=status, chat=chat, index=index, search=search, ask=ask, docs=docs,
-             eval=eval_)
+             eval=eval_, serve=serve)
 
 def build_parser()->argparse.ArgumentParser:
     "The `multis` parser, with a subcommand per verb"

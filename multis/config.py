@@ -30,7 +30,7 @@ DEFAULT_CONFIG = {
     'governance': {'enabled': True},
     'allow_groups': False,
     'rate_limit': {'per_minute': 10, 'per_day': 200},
-    'service': {'port': 5858},
+    'service': {'port': 5858, 'enabled': False, 'tokens': {}},
     'watch': [],
 }
 

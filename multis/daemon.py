@@ -186,7 +186,7 @@ async def serve(self:Daemon, stop:asyncio.Event, # set it to stop
             except asyncio.TimeoutError: pass
     finally: await self.shutdown()
 
-# %% ../nbs/20_daemon.ipynb 32
+# %% ../nbs/20_daemon.ipynb 34
 class RedactingFormatter(logging.Formatter):
     "A log formatter that replaces the given secrets (and their tracebacks) with ***"
     def __init__(self, fmt:str, secrets=()): super().__init__(fmt); self.secrets = list(secrets)
@@ -201,7 +201,7 @@ def config_secrets(cfg:dict)->list:
     keys = ('platforms.telegram.bot_token', 'platforms.beeper.token', 'llm.api_key', 'embeddings.api_key')
     return [str(v) for k in keys if (v := cfg_get(cfg, k))]
 
-# %% ../nbs/20_daemon.ipynb 34
+# %% ../nbs/20_daemon.ipynb 36
 LOG_FORMAT = '%(asctime)s %(levelname)s %(name)s: %(message)s'
 
 def daemon_logging(home=None)->list:
@@ -221,7 +221,7 @@ def _set_secrets(handlers:list, secrets:list):
 def _drop_handlers(handlers:list):
     for h in handlers: logging.getLogger().removeHandler(h); h.close()
 
-# %% ../nbs/20_daemon.ipynb 36
+# %% ../nbs/20_daemon.ipynb 38
 class _Stopper:
     "Sets the daemon's stop event from a signal handler, also before the event loop exists"
     def __init__(self): self.loop, self.event, self.requested, self.lock = None, None, False, threading.Lock()
@@ -239,7 +239,7 @@ def _install_signals(handler)->dict:
     if threading.current_thread() is not threading.main_thread(): return {}
     return {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
 
-# %% ../nbs/20_daemon.ipynb 37
+# %% ../nbs/20_daemon.ipynb 39
 def _serve_in_thread(daemon:Daemon, stopper:_Stopper, on_ready:Callable|None=None):
     "Run `daemon.serve` on its own loop in a thread, waiting for it here (where signals arrive)"
     box = {}
@@ -255,7 +255,7 @@ def _serve_in_thread(daemon:Daemon, stopper:_Stopper, on_ready:Callable|None=Non
     while t.is_alive(): t.join(0.2)
     if 'error' in box: raise box['error']
 
-# %% ../nbs/20_daemon.ipynb 38
+# %% ../nbs/20_daemon.ipynb 40
 def _write_ready(home, started:float):
     def ready(daemon:Daemon):
         st = dict(pid=os.getpid(), started=started, platforms=daemon.status)
@@ -264,7 +264,7 @@ def _write_ready(home, started:float):
         log.info("multis started (pid %d): platforms: %s; %d scheduled jobs", os.getpid(), names, len(daemon.scheduler.list_jobs()))
     return ready
 
-# %% ../nbs/20_daemon.ipynb 39
+# %% ../nbs/20_daemon.ipynb 41
 def run_foreground(home=None,                 # the multis home; default `multis_home()`
                    provider=None,             # a Provider; default the config's
                    platforms:dict|None=None,  # name -> platform; default those the config enables
@@ -298,7 +298,7 @@ def _run_locked(home, stopper, handlers, provider, platforms, tick_seconds)->int
     log.info("multis stopped cleanly (pid %d)", os.getpid())
     return 0
 
-# %% ../nbs/20_daemon.ipynb 43
+# %% ../nbs/20_daemon.ipynb 45
 _CHILD = 'import sys; from multis.daemon import main; sys.exit(main(["start", "--foreground"]))'
 
 def _spawn(home:Path)->subprocess.Popen:
@@ -315,7 +315,7 @@ def _log_tail(home, offset:int, lines:int=8)->str:
     except OSError: return ''
     return '\n'.join(text.strip().splitlines()[-lines:])
 
-# %% ../nbs/20_daemon.ipynb 44
+# %% ../nbs/20_daemon.ipynb 46
 def _platform_lines(platforms:dict|None)->list:
     if not platforms: return ['  no chat platform enabled: only the scheduler runs']
     return [f"  {k}: {v}" for k,v in platforms.items()]
@@ -334,7 +334,7 @@ def _wait_ready(home:Path, proc:subprocess.Popen, offset:int, timeout:float)->in
     print(f"multis (pid {proc.pid}) did not report ready within {timeout:g} s; see {log_path(home)}", file=sys.stderr)
     return 1
 
-# %% ../nbs/20_daemon.ipynb 45
+# %% ../nbs/20_daemon.ipynb 47
 def start(foreground:bool=False, # run in this terminal until Ctrl-C, instead of in the background
           timeout:float=30,      # seconds to wait for the background daemon to be ready
          )->int:                 # 0 started (or stopped cleanly, in the foreground), 1 otherwise
@@ -346,7 +346,7 @@ def start(foreground:bool=False, # run in this terminal until Ctrl-C, instead of
     offset = log_path(home).stat().st_size if log_path(home).exists() else 0
     return _wait_ready(home, _spawn(home), offset, timeout)
 
-# %% ../nbs/20_daemon.ipynb 47
+# %% ../nbs/20_daemon.ipynb 49
 def _stale_note(st:dict)->str: return f" (removed the stale pid file of process {st['stale_pid']})" if st.get('stale_pid') else ''
 
 def stop(timeout:float=60, # seconds to wait for in-flight work to finish
@@ -365,7 +365,7 @@ def stop(timeout:float=60, # seconds to wait for in-flight work to finish
     print(f"multis (pid {st['pid']}) is still finishing after {timeout:g} s; see {log_path(home)}", file=sys.stderr)
     return 1
 
-# %% ../nbs/20_daemon.ipynb 48
+# %% ../nbs/20_daemon.ipynb 50
 def _duration(s:float)->str:
     s = int(max(s, 0))
     d, h, m = s//86400, s%86400//3600, s%3600//60
@@ -379,7 +379,7 @@ def status()->int:
     print('\n'.join([f"multis is running (pid {st['pid'] or 'unknown'}{up})"] + _platform_lines(st.get('platforms'))))
     return 0
 
-# %% ../nbs/20_daemon.ipynb 51
+# %% ../nbs/20_daemon.ipynb 53
 def main(argv:list|None=None)->int:
     "`start [--foreground] [--timeout S]`, `stop [--timeout S]` or `status`; returns the exit status"
     p = argparse.ArgumentParser(prog='multis', description='start, stop or check the multis daemon')

@@ -10,7 +10,7 @@ __all__ = ['log', 'SCOPE_PATTERN', 'service_token', 'Access', 'token_table', 'fi
            'Unauthorized', 'create_app', 'caller', 'ServiceThread', 'QuietServer', 'serve']
 
 # %% ../nbs/22_service.ipynb 2
-import contextlib, json, logging, os, secrets, signal, threading, time
+import contextlib, logging, os, secrets, signal, threading, time
 import anyio
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +27,7 @@ from .store import Store, StoreError
 from .search import check_scopes
 from .indexer import IndexLimits, index_directory, index_file, index_upload
 from .ask import ask_config
-from .memory import ChatMemory, chat_scope, forget, log_message, remember, show_memory
+from .memory import ChatMemory, forget, log_message, remember
 from .facts import FactStore, ABSENT
 from .governance import GovernanceError, load_governance
 
@@ -437,6 +437,6 @@ def serve(port:int=None,          # port to listen on (default: service.port in 
     port = port or int(cfg_get(cfg, 'service.port', 5858))
     app = create_app(home/'multis.db', cfg, home)
     print(f"multis memory service on http://{host}:{port} (token in {home/'service-token'}); Ctrl-C stops it")
-    with Watcher(home/'multis.db', cfg, home) as w:
+    with Watcher(home/'multis.db', cfg, home):
         QuietServer(uvicorn.Config(app, host=host, port=port, log_level='info')).run()
     return 0

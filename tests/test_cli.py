@@ -16,9 +16,9 @@ def test_command_is_installed():
     assert MULTIS, 'the multis console script is not installed'
     r = subprocess.run([MULTIS, '--help'], capture_output=True, text=True)
     assert r.returncode == 0
-    for verb in ('init', 'start', 'stop', 'status', 'chat', 'index', 'search', 'ask', 'docs', 'eval'): assert verb in r.stdout
+    for verb in ('init', 'start', 'stop', 'status', 'chat', 'index', 'search', 'ask', 'docs', 'eval', 'serve'): assert verb in r.stdout
 
-@pytest.mark.parametrize('verb', ['index', 'search', 'docs', 'eval'])
+@pytest.mark.parametrize('verb', ['init', 'start', 'stop', 'status', 'chat', 'index', 'search', 'ask', 'docs', 'eval', 'serve'])
 def test_verb_help_comes_from_docments(verb):
     r = subprocess.run([MULTIS, verb, '--help'], capture_output=True, text=True)
     assert r.returncode == 0 and 'usage: multis ' + verb in r.stdout

@@ -1,5 +1,5 @@
 "The memory service through a real uvicorn server on 127.0.0.1, with httpx and schemathesis"
-import json, os, signal, socket, subprocess, sys, threading, time
+import json, logging, os, signal, socket, subprocess, sys, threading, time
 from pathlib import Path
 import httpx, pytest
 from hypothesis import given, settings, HealthCheck
@@ -17,9 +17,9 @@ LIMITED = 'limited-token-for-tests'
 WRITER = 'writer-token-for-tests'
 
 class EchoModel:
-    "A provider stub: replies with the first line of the system prompt's question"
+    "A provider stub with a fixed answer (memory capture calls it too, with max_tokens and temperature)"
     model, name = 'echo-1', 'echo'
-    def generate(self, system, messages): return 'The ferry leaves at nine [notes.md].'
+    def generate(self, system, messages, **kw): return 'The ferry leaves at nine [notes.md].'
 
 @pytest.fixture(scope='module')
 def env(tmp_path_factory):
@@ -311,3 +311,50 @@ def test_schemathesis_no_server_errors(env):
         except Unsatisfiable:  # an operation without parameters or body has no invalid requests to make
             assert mode == GenerationMode.NEGATIVE and op.label in ('GET /health', 'GET /stats'), op.label
     assert 200 in seen and 422 in seen and sum(seen.values()) >= 26
+
+def test_daemon_runs_service_and_watcher(tmp_path, caplog):
+    "The bot's conversation, the service and the watcher in one daemon on one database, under load: no lock errors"
+    import asyncio
+    from multis.daemon import Daemon
+    home, watched = tmp_path/'home', tmp_path/'watched'
+    home.mkdir(); watched.mkdir(); (watched/'w0.md').write_text('# W0\nthe walrus waits\n')
+    cfg = load_config(home/'config.json', env=False)
+    cfg['service'].update(enabled=True, port=_free_port())
+    cfg['watch'] = [{'path': str(watched), 'scope': 'kb', 'recursive': True}]
+    cfg['memory']['index_raw'] = True
+    d = Daemon(home, cfg, provider=EchoModel(), platforms={})
+    asyncio.run(d.startup())
+    errors, stop = [], threading.Event()
+    try:
+        assert d.status['service'].startswith('running on http://127.0.0.1:') and d.status['watch'] == 'running'
+        assert d.watcher.ready.wait(10)
+        url, auth = d.service.url, {'Authorization': f"Bearer {service_token(home)}"}
+        def bot():
+            n = 0
+            while not stop.is_set():
+                n += 1
+                try: d.conv.reply('55', f'what does the walrus do? ({n})')
+                except Exception as e: errors.append(repr(e))
+        def http(i):
+            with httpx.Client(base_url=url, headers=auth, timeout=30) as c:
+                while not stop.is_set():
+                    for r in (c.post('/search', json={'query': 'walrus', 'record': True}),
+                              c.post(f'/memory/h{i}/messages', json={'role': 'user', 'content': 'walrus news'})):
+                        if r.status_code != 200: errors.append((r.status_code, r.text))
+        def writer():
+            n = 0
+            while not stop.is_set():
+                n += 1; (watched/f'w{n % 5}.md').write_text(f'# W{n % 5}\nthe walrus waits {n}\n'); time.sleep(0.05)
+        ts = [threading.Thread(target=bot), threading.Thread(target=writer)] + [threading.Thread(target=http, args=(i,)) for i in range(4)]
+        for t in ts: t.start()
+        time.sleep(4); stop.set()
+        for t in ts: t.join(30)
+        assert errors == [] and list(d.watcher.errors) == []
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+        want = {f'w{i}.md' for i in range(5)}  # written every 50 ms: indexed once quiet for the debounce
+        end = time.monotonic() + 15
+        while not {Path(f['file_path']).name for f in d.store.files(['kb'])} >= want and time.monotonic() < end: time.sleep(0.1)
+        assert {Path(f['file_path']).name for f in d.store.files(['kb'])} >= {f'w{i}.md' for i in range(5)}
+    finally:
+        stop.set(); asyncio.run(d.shutdown())
+    assert d.service is None and d.watcher is None
