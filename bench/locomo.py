@@ -25,8 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine
 from multis.core import DocChunk
-from multis.config import DEFAULT_CONFIG, cfg_get
-from multis.memory import ChatMemory, chat_scope, log_message, _stamp, day_words, CONTEXT_GAP
+from multis.config import DEFAULT_CONFIG
+from multis.memory import ChatMemory, chat_scope, log_message, _stamp, day_words, CONTEXT_GAP, CONTEXT_WORDS
 from multis.ranking import DEFAULTS
 from multis.search import fts_query, query_terms
 from multis.store import Store, FTS_TOKENIZE
