@@ -8,9 +8,10 @@ __all__ = ['iso_time', 'api_user', 'api_page', 'FakeBeeperAPI']
 # %% ../nbs/18a_fake_beeper.ipynb 2
 import json, re, sys, threading, time
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlparse
+from http.server import BaseHTTPRequestHandler
 from fastcore.basics import patch
+from .fake_llm import serve_local
 
 # %% ../nbs/18a_fake_beeper.ipynb 6
 def iso_time(t:float)->str:
@@ -42,17 +43,6 @@ def api_page(items:list,          # newest first
     return {'items': page, 'hasMore': len(rest) > len(page), 'oldestCursor': ends[0], 'newestCursor': ends[1]}
 
 # %% ../nbs/18a_fake_beeper.ipynb 12
-class _Handler(BaseHTTPRequestHandler):
-    def do_GET(self): self.server.fake._handle(self)
-    do_POST = do_GET
-    def log_message(self, *args): pass
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    def handle_error(self, request, client_address):
-        if not isinstance(sys.exc_info()[1], ConnectionError): super().handle_error(request, client_address)
-
-# %% ../nbs/18a_fake_beeper.ipynb 13
 class FakeBeeperAPI:
     "A local server speaking the Beeper Desktop API's accounts, chats and messages endpoints, with chats in memory"
     def __init__(self, token:str='test-token',        # the bearer token requests must carry
@@ -69,13 +59,11 @@ class FakeBeeperAPI:
     def __repr__(self):
         return f"FakeBeeperAPI({'running' if self._httpd else 'stopped'}, {len(self.chats)} chats, {len(self.sent)} sent)"
 
-# %% ../nbs/18a_fake_beeper.ipynb 14
+# %% ../nbs/18a_fake_beeper.ipynb 13
 @patch
 def start(self:FakeBeeperAPI, port:int=0)->FakeBeeperAPI:
     "Listen on `port` of 127.0.0.1 (0: an ephemeral one) in a daemon thread"
-    self._httpd = _Server(('127.0.0.1', port), _Handler)
-    self._httpd.fake = self
-    threading.Thread(target=self._httpd.serve_forever, kwargs={'poll_interval': 0.01}, daemon=True).start()
+    self._httpd = serve_local(self, port)
     return self
 
 @patch
@@ -90,7 +78,7 @@ def url(self:FakeBeeperAPI)->str:
     "The server's root URL, e.g. `http://127.0.0.1:PORT`"
     return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
-# %% ../nbs/18a_fake_beeper.ipynb 16
+# %% ../nbs/18a_fake_beeper.ipynb 15
 @patch
 def _next(self:FakeBeeperAPI)->int:
     with self._lock: self._seq += 1; return self._seq
@@ -107,7 +95,7 @@ def add_chat(self:FakeBeeperAPI, chat_id:str, title:str='', participants=(), is_
         self.messages[chat_id] = []
     return self.chats[chat_id]
 
-# %% ../nbs/18a_fake_beeper.ipynb 17
+# %% ../nbs/18a_fake_beeper.ipynb 16
 @patch
 def push(self:FakeBeeperAPI, chat_id:str, sender_id:str|None=None, text:str='', is_sender:bool=False,
          kind:str='TEXT')->dict:
@@ -128,7 +116,7 @@ def texts(self:FakeBeeperAPI, chat_id:str)->list:
     "The texts of a chat's history, oldest first"
     return [m['text'] for m in self.messages[chat_id]]
 
-# %% ../nbs/18a_fake_beeper.ipynb 20
+# %% ../nbs/18a_fake_beeper.ipynb 19
 def _error(status:int, code:str, message:str)->tuple: return status, {'code': code, 'message': message}
 
 @patch
@@ -148,7 +136,7 @@ def _list_chats(self:FakeBeeperAPI, q:dict)->tuple:
     page = api_page(chats, lambda c: c['_activity'], 'c', int(q.get('limit') or 25), q.get('cursor'), q.get('direction'))
     return 200, {**page, 'items': [self._chat_json(c) for c in page['items']]}
 
-# %% ../nbs/18a_fake_beeper.ipynb 21
+# %% ../nbs/18a_fake_beeper.ipynb 20
 @patch
 def _list_messages(self:FakeBeeperAPI, chat_id:str, q:dict)->tuple:
     if chat_id not in self.chats: return _error(404, 'NOT_FOUND', f"Chat {chat_id} not found")
@@ -165,7 +153,7 @@ def _send_message(self:FakeBeeperAPI, chat_id:str, body:dict)->tuple:
     with self._lock: self.sent.append((chat_id, text))
     return 200, {'chatID': chat_id, 'pendingMessageID': f"pending-{m['sortKey']}"}
 
-# %% ../nbs/18a_fake_beeper.ipynb 23
+# %% ../nbs/18a_fake_beeper.ipynb 22
 _MESSAGES = re.compile(r'^/v1/chats/([^/]+)/messages$')
 
 @patch
@@ -192,7 +180,7 @@ def _answer(self:FakeBeeperAPI, method:str, path:str, q:dict, body, auth:str)->t
     if m and method == 'POST': return self._send_message(unquote(m.group(1)), body)
     return _error(404, 'NOT_FOUND', f"No route {method} {path}")
 
-# %% ../nbs/18a_fake_beeper.ipynb 24
+# %% ../nbs/18a_fake_beeper.ipynb 23
 def _reply(h:BaseHTTPRequestHandler, status:int, body):
     data = json.dumps(body).encode()
     h.send_response(status)

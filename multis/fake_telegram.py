@@ -7,10 +7,11 @@ __all__ = ['BOT_USER', 'tg_user', 'tg_chat', 'command_entities', 'decode_params'
 
 # %% ../nbs/17a_fake_telegram.ipynb 2
 import itertools, json, sys, threading, time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import PurePosixPath
 from urllib.parse import parse_qsl, unquote, urlparse
+from http.server import BaseHTTPRequestHandler
 from fastcore.basics import patch
+from .fake_llm import serve_local
 
 # %% ../nbs/17a_fake_telegram.ipynb 6
 BOT_USER = {'id': 999000, 'is_bot': True, 'first_name': 'multis', 'username': 'multis_test_bot',
@@ -48,17 +49,6 @@ def decode_params(raw:dict)->dict:
     return res
 
 # %% ../nbs/17a_fake_telegram.ipynb 12
-class _Handler(BaseHTTPRequestHandler):
-    def do_POST(self): self.server.fake._handle(self)
-    do_GET = do_POST
-    def log_message(self, *args): pass
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    def handle_error(self, request, client_address):
-        if not isinstance(sys.exc_info()[1], ConnectionError): super().handle_error(request, client_address)
-
-# %% ../nbs/17a_fake_telegram.ipynb 13
 class FakeBotAPI:
     "A local HTTP server speaking the Telegram Bot API methods a polling bot uses, scriptable by tests"
     def __init__(self,
@@ -75,13 +65,12 @@ class FakeBotAPI:
     def __exit__(self, *exc): self.stop()
     def __repr__(self): return f"FakeBotAPI({'running' if self._httpd else 'stopped'}, {len(self.updates)} pending updates, {len(self.sent)} sent)"
 
-# %% ../nbs/17a_fake_telegram.ipynb 14
+# %% ../nbs/17a_fake_telegram.ipynb 13
 @patch
 def start(self:FakeBotAPI)->FakeBotAPI:
     "Listen on an ephemeral port of 127.0.0.1 in a daemon thread"
-    self._httpd = _Server(('127.0.0.1', 0), _Handler)
-    self._httpd.fake, self._stopped = self, False
-    threading.Thread(target=self._httpd.serve_forever, kwargs={'poll_interval': 0.01}, daemon=True).start()
+    self._stopped = False
+    self._httpd = serve_local(self)
     return self
 
 @patch
@@ -102,7 +91,7 @@ def base_file_url(self:FakeBotAPI)->str:
     "The file download URL: `http://127.0.0.1:PORT/file/bot`"
     return f"http://127.0.0.1:{self._httpd.server_address[1]}/file/bot"
 
-# %% ../nbs/17a_fake_telegram.ipynb 16
+# %% ../nbs/17a_fake_telegram.ipynb 15
 @patch
 def _push(self:FakeBotAPI, **fields)->dict:
     with self._cond:
@@ -127,7 +116,7 @@ def push_text(self:FakeBotAPI,
     ents = command_entities(text)
     return self._push(message=self._incoming(chat_id, user_id, date, chat_type, text=text, **({'entities': ents} if ents else {})))
 
-# %% ../nbs/17a_fake_telegram.ipynb 17
+# %% ../nbs/17a_fake_telegram.ipynb 16
 @patch
 def push_document(self:FakeBotAPI,
                   chat_id:int, user_id:int,
@@ -146,7 +135,7 @@ def push_document(self:FakeBotAPI,
     extra = {'caption': caption} if caption else {}
     return self._push(message=self._incoming(chat_id, user_id, date, chat_type, document=doc, **extra))
 
-# %% ../nbs/17a_fake_telegram.ipynb 19
+# %% ../nbs/17a_fake_telegram.ipynb 18
 @patch
 def push_callback(self:FakeBotAPI,
                   chat_id:int, user_id:int,
@@ -161,7 +150,7 @@ def push_callback(self:FakeBotAPI,
     return self._push(callback_query={'id': f"CB{next(self._cb_ids)}", 'from': tg_user(user_id),
                                       'chat_instance': f"CI{chat_id}", 'message': msg, 'data': data})
 
-# %% ../nbs/17a_fake_telegram.ipynb 21
+# %% ../nbs/17a_fake_telegram.ipynb 20
 @patch
 def fail_next(self:FakeBotAPI,
               method:str,                 # e.g. 'getUpdates', 'sendMessage'
@@ -179,7 +168,7 @@ def error_body(status:int, retry_after:int|None=None)->dict:
             404: 'Not Found', 429: f'Too Many Requests: retry after {retry_after}', 502: 'Bad Gateway'}.get(status, 'Internal Server Error')
     return {'ok': False, 'error_code': status, 'description': desc} | ({'parameters': {'retry_after': retry_after}} if retry_after else {})
 
-# %% ../nbs/17a_fake_telegram.ipynb 24
+# %% ../nbs/17a_fake_telegram.ipynb 23
 @patch
 def _get_updates(self:FakeBotAPI, p:dict)->list:
     offset, limit = p.get('offset') or 0, p.get('limit') or 100
@@ -191,7 +180,7 @@ def _get_updates(self:FakeBotAPI, p:dict)->list:
             if self.updates or self._stopped or left <= 0: return self.updates[:limit]
             self._cond.wait(left)
 
-# %% ../nbs/17a_fake_telegram.ipynb 26
+# %% ../nbs/17a_fake_telegram.ipynb 25
 class _ApiError(Exception):
     "A Bot API error answer: HTTP status and description"
     def __init__(self, status:int, description:str): self.status,self.description = status,description
@@ -217,7 +206,7 @@ def _get_file(self:FakeBotAPI, p:dict)->dict:
     if f is None: raise _ApiError(400, 'Bad Request: invalid file_id')
     return {'file_id': p['file_id'], 'file_unique_id': f"U{p['file_id']}", 'file_size': len(f['data']), 'file_path': f['path']}
 
-# %% ../nbs/17a_fake_telegram.ipynb 27
+# %% ../nbs/17a_fake_telegram.ipynb 26
 @patch
 def _method(self:FakeBotAPI, method:str):
     "The function answering `method` (Bot API method names are case-insensitive), or None"
@@ -229,7 +218,7 @@ def _method(self:FakeBotAPI, method:str):
             **{m: (lambda p: True) for m in ('deletewebhook', 'setmycommands', 'deletemycommands', 'close', 'logout')}
            }.get(method.lower())
 
-# %% ../nbs/17a_fake_telegram.ipynb 29
+# %% ../nbs/17a_fake_telegram.ipynb 28
 def _read_params(h:BaseHTTPRequestHandler)->dict:
     raw = h.rfile.read(int(h.headers.get('Content-Length') or 0))
     params = dict(parse_qsl(urlparse(h.path).query))
@@ -245,7 +234,7 @@ def _reply(h:BaseHTTPRequestHandler, status:int, body, ctype:str='application/js
     h.end_headers()
     h.wfile.write(data)
 
-# %% ../nbs/17a_fake_telegram.ipynb 30
+# %% ../nbs/17a_fake_telegram.ipynb 29
 @patch
 def _download(self:FakeBotAPI, h:BaseHTTPRequestHandler, file_path:str):
     f = next((f for f in self.files.values() if f['path'] == file_path), None)
@@ -263,7 +252,7 @@ def _handle(self:FakeBotAPI, h:BaseHTTPRequestHandler):
     if is_file: return self._download(h, rest)
     self._call(h, rest, _read_params(h))
 
-# %% ../nbs/17a_fake_telegram.ipynb 31
+# %% ../nbs/17a_fake_telegram.ipynb 30
 @patch
 def _call(self:FakeBotAPI, h:BaseHTTPRequestHandler, method:str, params:dict):
     with self._cond:
@@ -277,7 +266,7 @@ def _call(self:FakeBotAPI, h:BaseHTTPRequestHandler, method:str, params:dict):
     try: _reply(h, 200, {'ok': True, 'result': fn(params)})
     except _ApiError as e: _reply(h, e.status, {'ok': False, 'error_code': e.status, 'description': e.description})
 
-# %% ../nbs/17a_fake_telegram.ipynb 33
+# %% ../nbs/17a_fake_telegram.ipynb 32
 @patch
 def wait_sent(self:FakeBotAPI,
               n:int,              # how many sent messages to wait for (in total)
