@@ -38,8 +38,16 @@ class Conversation:
 
 # %% ../nbs/13_conversation.ipynb 6
 def _acknowledge(facts:list)->str:
-    topics = list(dict.fromkeys(f.topic.replace('_', ' ') for f in facts))
-    return f"Noted: I'll remember your {', '.join(topics)}."
+    "One line repeating what was stored, so a misread statement is seen at once"
+    by_topic = {}
+    for f in facts: by_topic.setdefault(f.topic.replace('_', ' '), []).append(f)
+    def one(topic, fs):
+        ranked = sorted((f for f in fs if f.rank), key=lambda f: f.rank)
+        if len(ranked) > 1: return f"your {topic} list is " + ', '.join(f"{f.rank}. {f.value}" for f in ranked)
+        return f"your {topic} is {fs[-1].value}"
+    return "Noted: " + '; '.join(one(t, fs) for t, fs in by_topic.items()) + '.'
+
+
 
 def _window(mem:ChatMemory)->list:
     return [{'role': m['role'], 'content': m['content']} for m in mem.load_recent()]
