@@ -7,7 +7,7 @@ __all__ = ['IndexLimits', 'parse_with_timeout', 'prepare_chunks', 'IndexResult',
            'IndexSummary', 'find_documents', 'index_directory', 'index_upload']
 
 # %% ../nbs/07_indexer.ipynb 2
-import hashlib, os, re, shutil, tempfile, threading
+import hashlib, os, queue, re, shutil, tempfile, threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from tqdm.auto import tqdm
@@ -34,17 +34,31 @@ class IndexLimits:
     def max_bytes(self)->int: return int(self.max_mb * 1024 * 1024)
 
 # %% ../nbs/07_indexer.ipynb 8
+class _ParseWorker:
+    "A daemon thread running parse jobs one after another"
+    def __init__(self):
+        self.jobs = queue.SimpleQueue()
+        threading.Thread(target=self._run, daemon=True, name='multis-parse').start()
+
+    def _run(self):
+        while True:
+            fn, box, done = self.jobs.get()
+            try: box['chunks'] = fn()
+            except BaseException as e: box['error'] = e
+            done.set()
+
+_workers = threading.local()
+
 def parse_with_timeout(path:Path, limits:IndexLimits)->list:
     "Parse a file, raising `ParseError` if it takes longer than the limit"
-    res = {}
-    def work():
-        try: res['chunks'] = parse_file(path, max_bytes=limits.max_bytes, max_pages=limits.max_pages)
-        except BaseException as e: res['error'] = e
-    t = threading.Thread(target=work, daemon=True, name=f'parse {Path(path).name}')
-    t.start(); t.join(limits.timeout)
-    if t.is_alive(): raise ParseError(path, f"parsing took longer than {limits.timeout:g} s; skipped")
-    if 'error' in res: raise res['error']
-    return res['chunks']
+    w = getattr(_workers, 'parser', None) or _ParseWorker()
+    _workers.parser, box, done = w, {}, threading.Event()
+    w.jobs.put((lambda: parse_file(path, max_bytes=limits.max_bytes, max_pages=limits.max_pages), box, done))
+    if not done.wait(limits.timeout):
+        _workers.parser = None
+        raise ParseError(path, f"parsing took longer than {limits.timeout:g} s; skipped")
+    if 'error' in box: raise box['error']
+    return box['chunks']
 
 # %% ../nbs/07_indexer.ipynb 10
 def _relabel(chunks:list, scope:str, file_path:str|None=None)->list:

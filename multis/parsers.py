@@ -118,7 +118,8 @@ def _front_matter(text:str)->tuple:
     return text[m.end():], (t.group(1).strip('\'"').strip() or None) if t else None
 
 # %% ../nbs/02_parsers.ipynb 34
-_MD = MarkdownIt('commonmark')
+_MD = MarkdownIt('commonmark')                                  # headings' own text (inline markup)
+_MD_BLOCKS = MarkdownIt('commonmark'); _MD_BLOCKS.core.ruler.disable('inline')  # where the headings are
 
 def _inline_text(tok)->str:
     "Plain text of an inline token (text and code, no markup)"
@@ -128,8 +129,8 @@ def _inline_text(tok)->str:
 
 def _md_headings(text:str)->list:
     "`(first line, line after, level, title)` of each top-level heading with text"
-    toks = _MD.parse(text)
-    hs = [(t.map[0], t.map[1], int(t.tag[1]), _inline_text(toks[i+1]))
+    toks = _MD_BLOCKS.parse(text)
+    hs = [(t.map[0], t.map[1], int(t.tag[1]), _inline_text(_MD.parseInline(toks[i+1].content)[0]))
           for i,t in enumerate(toks) if t.type == 'heading_open' and t.level == 0]
     return [h for h in hs if h[3]]
 
