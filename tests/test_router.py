@@ -3,8 +3,6 @@ import json, re
 from pathlib import Path
 import pytest
 from multis.config import DEFAULT_CONFIG, deep_merge, load_config
-from multis.store import Store
-from multis.indexer import index_directory
 from multis.llm import FakeProvider
 from multis.router import Router, Message, Attachment, PAIR_LOCK, parse_command
 
@@ -43,11 +41,7 @@ class Bot:
 
 
 @pytest.fixture
-def store(tmp_path):
-    st = Store(tmp_path/'multis.db')
-    index_directory(st, DATA, 'kb', progress=False)
-    yield st
-    st.close()
+def store(data_store): return data_store
 
 
 @pytest.fixture

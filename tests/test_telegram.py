@@ -5,8 +5,6 @@ from pathlib import Path
 import pytest
 from multis.config import DEFAULT_CONFIG, deep_merge
 from multis.core import MultisError
-from multis.store import Store
-from multis.indexer import index_directory
 from multis.llm import FakeProvider
 from multis.router import Router
 from multis.fake_telegram import FakeBotAPI
@@ -55,11 +53,7 @@ class World:
 
 
 @pytest.fixture
-def store(tmp_path):
-    st = Store(tmp_path/'multis.db')
-    index_directory(st, DATA, 'kb', progress=False)
-    yield st
-    st.close()
+def store(data_store): return data_store
 
 
 @pytest.fixture
