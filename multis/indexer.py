@@ -79,9 +79,14 @@ def _unique_ids(chunks:list)->list:
         if n > 1: c.chunk_id = f"{c.chunk_id}~{n}"
     return chunks
 
+def _number(chunks:list)->list:
+    "Give each chunk its place in the file: `chunk_index` and `chunk_total`"
+    for i, c in enumerate(chunks): c.chunk_index, c.chunk_total = i, len(chunks)
+    return chunks
+
 def prepare_chunks(chunks:list, scope:str, file_path:str|None=None)->list:
-    "Scope, relabel and split parsed chunks, ready for the store"
-    return _unique_ids(chunk_all(_relabel(chunks, scope, file_path)))
+    "Scope, relabel, split and number parsed chunks, ready for the store"
+    return _number(_unique_ids(chunk_all(_relabel(chunks, scope, file_path))))
 
 # %% ../nbs/07_indexer.ipynb 13
 @dataclass
