@@ -24,7 +24,9 @@ if cfg.get('pip_requirements'): requirements += shlex.split(cfg.get('pip_require
 min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
 explorer_requirements = (cfg.get('explorer_requirements') or '').split()
-dev_requirements = (cfg.get('dev_requirements') or '').split() + explorer_requirements
+vectors_requirements = (cfg.get('vectors_requirements') or '').split()
+semantic_requirements = vectors_requirements + (cfg.get('semantic_requirements') or '').split()
+dev_requirements = (cfg.get('dev_requirements') or '').split() + explorer_requirements + semantic_requirements
 
 package_data = dict()
 pkg_data = cfg.get('package_data', None)
@@ -43,7 +45,8 @@ setuptools.setup(
     packages = setuptools.find_packages(include=[cfg['lib_name'], cfg['lib_name']+'.*']),
     include_package_data = True,
     install_requires = requirements,
-    extras_require={ 'dev': dev_requirements, 'explorer': explorer_requirements },
+    extras_require={ 'dev': dev_requirements, 'explorer': explorer_requirements, 'vectors': vectors_requirements,
+                     'semantic': semantic_requirements },
     dependency_links = cfg.get('dep_links','').split(),
     python_requires  = '>=' + cfg['min_python'],
     long_description = open('README.md', encoding='utf-8').read(),

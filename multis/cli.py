@@ -16,6 +16,7 @@ from .core import home_path
 from .ask import ask_config, search_options
 from .prompts import excerpt, source_label
 from .store import Store
+from .vectors import open_store, embed_pending
 from .search import query_terms, check_scopes
 from .indexer import IndexLimits, index_directory, index_file
 from .evaluate import evaluate_beir
@@ -39,7 +40,9 @@ def verb_parser(sub, name:str, func):
     return p
 
 # %% ../nbs/50_cli.ipynb 7
-def _store(db:str|None)->Store: return Store(db) if db else Store()
+def _store(db:str|None)->Store:
+    "The database (default `<home>/multis.db`) with the configured embedder, if any"
+    return open_store(db or None, load_config())
 
 def _limits()->IndexLimits: return IndexLimits.from_config(load_config())
 
@@ -57,17 +60,30 @@ def index(path:str,                          # a file or a folder (folders are i
         if p.is_dir():
             s = index_directory(st, p, scope, limits=_limits(), progress=not quiet)
             print(s)
-            return 1 if s.failed else 0
-        r = index_file(st, p, scope, limits=_limits(), force=force)
-        print(f"{r.status}: {Path(r.path).name} ({r.chunks} chunks)")
-    return 0
+        else:
+            r = index_file(st, p, scope, limits=_limits(), force=force)
+            print(f"{r.status}: {Path(r.path).name} ({r.chunks} chunks)")
+        _embed_all(st, quiet)
+    return 1 if p.is_dir() and s.failed else 0
+
+def _embed_all(st:Store, quiet:bool):
+    "With an embedder configured: embed every chunk that has no vector from it yet, and say how it went"
+    if st.embedder is None: return
+    try: n = embed_pending(st, st.embedder, progress=not quiet)
+    except MultisError as e: print(f"vectors: not made ({e}); these chunks are found by keyword only until the next `multis index`"); return
+    total = st.vector_counts().get(st.embedder.name, 0)
+    print(f"vectors: {n} chunks embedded with {st.embedder.name} ({total} in all)")
 
 # %% ../nbs/50_cli.ipynb 11
+def _num(x)->str: return 'none yet' if x is None else f"{x:.3f}"
+
 def format_hit(h, terms:list, weight:float)->str:
     "A hit as three or four lines of text"
     lines = [f"{h.rank}. {h.name} · [{source_label(h)}] ({h.scope})"]
     if h.section_path and h.page_start is not None: lines.append('   ' + ' > '.join(h.section_path))
-    lines.append(f"   score {h.score:.3f} = bm25 {h.bm25:.3f} + {weight:g} × activation {h.activation:.3f}")
+    if h.hybrid is None: lines.append(f"   score {h.score:.3f} = bm25 {h.bm25:.3f} + {weight:g} × activation {h.activation:.3f}")
+    else: lines.append(f"   score {h.score:.3f} = hybrid {h.hybrid:.3f} (vector {_num(h.vector)}, bm25 {h.bm25:.3f}) × {h.scale:.3f}"
+                       f" + {weight:g} × activation {h.activation:.3f}")
     lines.append('   ' + excerpt(h.content, terms))
     return '\n'.join(lines)
 

@@ -16,6 +16,7 @@ from fastcore.basics import patch
 from .core import MultisError, atomic_write, multis_home
 from .config import cfg_get, load_config
 from .store import Store
+from .vectors import open_store, embed_in_background
 from .conversation import Conversation
 from .router import Router
 from .scheduler import Scheduler, platform_deliverer, track_activity
@@ -87,7 +88,7 @@ class Daemon:
         self.home = _home(home)
         self.cfg = cfg if cfg is not None else load_config(self.home/'config.json')
         self.clock, self.tick_seconds, self.status = clock, tick_seconds, {}
-        self.store = Store(self.home/'multis.db')
+        self.store = open_store(self.home/'multis.db', self.cfg)
         self.conv = Conversation(self.store, self.cfg, provider, self.home)
         track_activity(self.conv)
         self.router = Router(self.store, self.cfg, home=self.home, conversation=self.conv, clock=clock)
@@ -150,6 +151,7 @@ def close(self:Daemon):
 def start_local(self:Daemon):
     "Start the watched folders and, if `service.enabled`, the memory service; a failure is logged, not fatal"
     self.watcher = self.service = None
+    embed_in_background(self.store)
     if self.cfg.get('watch'):
         try:
             from multis.watch import Watcher

@@ -460,7 +460,7 @@ def _store(self:CaptureWorker)->Store:
     "This thread's store: its own connection to the database file, or the given `:memory:` store"
     if isinstance(self.store, Store) and self.store.path == ':memory:': return self.store
     if getattr(self._local, 'store', None) is None:
-        self._local.store = Store(self.store.path if isinstance(self.store, Store) else self.store)
+        self._local.store = self.store.reopen() if isinstance(self.store, Store) else Store(self.store)
         with self._guard: self._stores.append(self._local.store)
     return self._local.store
 

@@ -52,6 +52,7 @@ DEFAULTS = dict(activation_weight=2.0,        # w in bm25 + w * activation
                 candidate_factor=3,           # BM25 candidates fetched per result, reranked
                 max_accesses=50,              # accesses that count towards activation
                 bm25_weights=(1.0, 1.0, 0.5), # FTS5 column weights: name, content, section_path (untuned)
+                vector_weight=0.7,            # hybrid: weight * vector + (1 - weight) * bm25, both normalised
                )
 
 def blend(bm25:float,        # positive BM25 score (higher is better)
@@ -70,6 +71,14 @@ class Hit:
     activation:float=0.0 # ACT-R activation (0 without history)
     score:float=0.0      # the scorer's value, set by `rerank`
     rank:int=0           # 1-based position, set by `rerank`
+    vector:float|None=None # cosine similarity with the query (hybrid search only)
+    hybrid:float|None=None # weight * vector + (1 - weight) * bm25, both normalised to [0, 1] (hybrid search only)
+    scale:float=1.0      # the best BM25 of the query's candidates: `hybrid * scale` is in BM25 units
+
+    @property
+    def relevance(self)->float:
+        "What activation is added to: `bm25`, or in hybrid search `hybrid * scale`"
+        return self.bm25 if self.hybrid is None else self.hybrid * self.scale
 
     def __getattr__(self, name):
         "Look up chunk fields (`name`, `chunk_id`, `section_path`...) on the chunk"
@@ -85,18 +94,21 @@ class Hit:
 
 # %% ../nbs/04_ranking.ipynb 30
 HIT_JSON_FIELDS = ('chunk_id', 'name', 'file_path', 'section_path', 'page_start', 'page_end', 'scope',
-                   'element_type', 'score', 'bm25', 'activation', 'content')
+                   'element_type', 'score', 'bm25', 'activation', 'vector', 'hybrid', 'chunk_index', 'chunk_total',
+                   'token_count', 'document_type', 'content')
 
 @patch
 def to_json(self:Hit)->dict:
     "The hit as `multis search --json` prints it"
-    d = {**chunk_to_dict(self.chunk), 'score':self.score, 'bm25':self.bm25, 'activation':self.activation}
+    d = {**chunk_to_dict(self.chunk), 'score':self.score, 'bm25':self.bm25, 'activation':self.activation,
+         'vector':self.vector, 'hybrid':self.hybrid}
     return {k:d[k] for k in HIT_JSON_FIELDS}
 
 # %% ../nbs/04_ranking.ipynb 33
 @patch
 def _repr_markdown_(self:Hit):
     head = f"**#{self.rank}** · score {self.score:.3f} · bm25 {self.bm25:.3f} · activation {self.activation:.3f}"
+    if self.hybrid is not None: head += f" · vector {self.vector:.3f} · hybrid {self.hybrid:.3f}"
     return f"{head}\n\n{self.chunk._repr_markdown_()}"
 
 # %% ../nbs/04_ranking.ipynb 37
@@ -104,8 +116,8 @@ Scorer = Callable[[Hit], float]  # any callable hit -> number; larger ranks high
 
 def actr_scorer(weight:float=2.0, # how much activation counts
                )->Scorer:          # hit -> bm25 + weight * activation
-    "The default scorer: `blend(hit.bm25, hit.activation, weight)`"
-    def score(hit): return blend(hit.bm25, hit.activation, weight)
+    "The default scorer: `blend(hit.relevance, hit.activation, weight)` (relevance is bm25 outside hybrid search)"
+    def score(hit): return blend(hit.relevance, hit.activation, weight)
     score.__name__ = score.__qualname__ = f"actr_scorer(weight={weight})"
     return score
 

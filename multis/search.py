@@ -174,10 +174,69 @@ def search(self:Store, query:str,     # the user's text (never FTS5 syntax)
            now:float|None=None,        # seconds since the epoch
            record:bool=False,          # record the returned hits as accesses
            prune:bool=True,            # leave out terms in at least half the rows (see above)
+           embedder=None,              # None: the store's own (see `attach_embedder`); False: keyword only
+           vector_weight:float|None=None, # hybrid blend; None: the store's (`embeddings.weight`, 0.7)
           )->list:                     # ranked `Hit`s with score parts
-    "Search chunks inside `scopes`: BM25 candidates re-ranked with ACT-R activation"
+    "Search chunks inside `scopes`: BM25 (and vector) candidates re-ranked with ACT-R activation"
     now = time.time() if now is None else now
+    embedder = self.embedder if embedder is None else embedder
     cands = self.candidates(query, limit, scopes, candidate_factor, bm25_weights, decay, now, prune)
+    if embedder:
+        w = self.vector_weight if vector_weight is None else vector_weight
+        cands = self.hybrid_candidates(query, cands, max(limit, int(limit*candidate_factor)), scopes, embedder, w,
+                                       bm25_weights, decay, now)
     hits = rerank(cands, scorer or actr_scorer(activation_weight), limit)
     if record and hits: self.record_access([h.chunk_id for h in hits], query, now=now, decay=decay)
     return hits
+
+# %% ../nbs/06_search.ipynb 28
+@patch
+def _rows_with_bm25(self:Store, chunk_ids:list, scopes:list|None, terms:list, bm25_weights)->list:
+    "(row, bm25) for these chunks inside `scopes`; bm25 is 0 for a chunk holding none of `terms`"
+    if not chunk_ids: return []
+    where = '' if scopes is None else f" AND scope IN ({','.join('?'*len(scopes))})"
+    rows = self._sql(f"SELECT * FROM chunks WHERE chunk_id IN ({','.join('?'*len(chunk_ids))}){where}",
+                     (*chunk_ids, *(scopes or ()))).fetchall()
+    if not rows or not terms: return [(r, 0.0) for r in rows]
+    ids = [r['id'] for r in rows]
+    bm = dict(self._sql(f"SELECT rowid, -bm25(chunks_fts, ?, ?, ?) FROM chunks_fts WHERE chunks_fts MATCH ? "
+                        f"AND rowid IN ({','.join('?'*len(ids))})", (*bm25_weights, fts_query(terms), *ids)).fetchall())
+    return [(r, bm.get(r['id'], 0.0)) for r in rows]
+
+# %% ../nbs/06_search.ipynb 29
+def _minmax(xs:list)->list:
+    lo, hi = min(xs), max(xs)
+    return [(x - lo) / (hi - lo) if hi > lo else 1.0 for x in xs]
+
+def _blend_hybrid(hits:list, weight:float)->list:
+    "Fill `hybrid` and `scale` of hits whose `bm25` and `vector` (None: no vector yet) are set"
+    if not hits: return hits
+    top = max(h.bm25 for h in hits)
+    with_vec = [h for h in hits if h.vector is not None]
+    vn = dict(zip(map(id, with_vec), _minmax([h.vector for h in with_vec]))) if with_vec else {}
+    for h in hits:
+        bn = h.bm25 / top if top > 0 else 0.0
+        h.hybrid, h.scale = weight * vn.get(id(h), bn) + (1 - weight) * bn, top if top > 0 else 1.0
+    return hits
+
+# %% ../nbs/06_search.ipynb 30
+@patch
+def hybrid_candidates(self:Store, query:str, # the user's text
+                      keyword:list,          # the BM25 candidates (`Store.candidates`)
+                      n:int,                 # vector candidates to add
+                      scopes:list|None, embedder, weight:float, bm25_weights, decay:float, now:float,
+                     )->list:                # keyword and vector candidates, each scored in both channels
+    "Join the `n` nearest chunks by vector to the keyword candidates and blend the two scores"
+    from multis.vectors import VectorIndex
+    if not 0 <= weight <= 1: raise MultisError(f"vector weight must be from 0 to 1, got {weight}")
+    scopes, q = check_scopes(scopes), embedder.embed_query(query)
+    vi = VectorIndex(self, embedder.name)
+    near, have = dict(vi.top(q, n, scopes)), {h.chunk_id for h in keyword}
+    terms = query_terms(query)
+    if not self.conn.in_transaction: terms = self.informative_terms(terms)
+    extra = self._rows_with_bm25([c for c in near if c not in have], scopes, terms, bm25_weights)
+    acts = self.activations([r['chunk_id'] for r, _ in extra], now=now, decay=decay)
+    hits = keyword + [Hit(chunk_from_row(r), bm25=b, activation=acts.get(r['chunk_id'], 0.0)) for r, b in extra]
+    sims = {**vi.similarity(q, [c for c in have if c not in near], scopes), **near}
+    for h in hits: h.vector = sims.get(h.chunk_id)
+    return _blend_hybrid(hits, weight)

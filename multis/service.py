@@ -24,6 +24,7 @@ from . import __version__
 from .core import MultisError, multis_home
 from .config import cfg_get, load_config
 from .store import Store, StoreError
+from .vectors import open_store
 from .search import check_scopes
 from .indexer import IndexLimits, index_directory, index_file, index_upload
 from .ask import ask_config
@@ -90,13 +91,14 @@ def write_scope(access:Access, scope:str)->str:
 # %% ../nbs/22_service.ipynb 14
 class StorePool:
     "One `Store` and `FactStore` per thread on one database file; `close()` closes them all"
-    def __init__(self, path:str|Path): self.path, self._local, self._all, self._lock = str(path), threading.local(), [], threading.Lock()
+    def __init__(self, path:str|Path, cfg:dict|None=None):
+        self.path, self.cfg, self._local, self._all, self._lock = str(path), cfg, threading.local(), [], threading.Lock()
 
     def get(self)->Store:
         "This thread's store"
         st = getattr(self._local, 'store', None)
         if st is None:
-            st = self._local.store = Store(self.path)
+            st = self._local.store = open_store(self.path, self.cfg)
             with self._lock: self._all.append(st)
         return st
 
@@ -248,7 +250,7 @@ def create_app(store_path:str|Path,          # the database file
     home = Path(home or multis_home())
     cfg = cfg if cfg is not None else load_config(home/'config.json')
     app = FastAPI(title='multis memory service', version=__version__, description='Local search, indexing, memory and facts of multis')
-    app.state.__dict__.update(pool=StorePool(store_path), cfg=cfg, home=home, provider=provider,
+    app.state.__dict__.update(pool=StorePool(store_path, cfg), cfg=cfg, home=home, provider=provider,
                               tokens=token_table(cfg, home), limits=IndexLimits.from_config(cfg))
     app.add_exception_handler(MultisError, _multis_error)
     app.add_exception_handler(Unauthorized, lambda r, e: _unauthorized(str(e)))

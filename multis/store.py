@@ -264,6 +264,7 @@ def save(self:Store, chunks:list, # `DocChunk`s to insert or update
     rows = _rows(chunks)
     if not rows: return 0
     with self.transaction(): self._insert_rows(rows, bulk)
+    self._after_save([r[0] for r in rows])
     return len(rows)
 
 @patch
@@ -291,6 +292,22 @@ def _drop_stale_vectors(self:Store, rows:list):
         have = self._sql(f"SELECT chunk_id, text_hash FROM embeddings WHERE chunk_id IN ({','.join('?'*len(b))})", list(b))
         stale = [(cid,) for cid, h in have.fetchall() if h != text_hash(vector_text(b[cid][_I_NAME], b[cid][_I_CONTENT]))]
         if stale: self.conn.executemany('DELETE FROM embeddings WHERE chunk_id = ?', stale)
+
+Store.embedder, Store.vector_weight = None, 0.7   # set by `multis.vectors.attach_embedder`
+
+@patch
+def reopen(self:Store)->'Store':
+    "A new connection to the same database file, with the same embedder (one per thread)"
+    st = Store(self.path, self.timeout)
+    st.embedder, st.vector_weight = self.embedder, self.vector_weight
+    return st
+
+@patch
+def _after_save(self:Store, chunk_ids:list):
+    "Embed the chunks just saved when the store has an embedder (see `multis.vectors`)"
+    if self.embedder is None or not chunk_ids: return
+    from .vectors import embed_saved
+    embed_saved(self, chunk_ids)
 
 @patch
 def _any_exist(self:Store, rows)->bool:
@@ -393,6 +410,7 @@ def replace_files(self:Store, files:list, # (file_path, chunks, state) for each 
         self._insert_rows(rows, bulk)
         self.conn.executemany('INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?)', [(fp, st.get('size'),
             st.get('mtime'), st.get('sha256'), st.get('scope', 'kb'), st.get('document_type'), len(rs), now) for fp, rs, st in items])
+    self._after_save([r[0] for r in rows])
     return len(rows)
 
 @patch

@@ -11,6 +11,7 @@ from pathlib import Path
 from .core import MultisError, multis_home
 from .config import load_config
 from .store import Store
+from .vectors import open_store
 from .router import Message, Router
 
 # %% ../nbs/16_terminal.ipynb 5
@@ -72,7 +73,7 @@ def chat(db:str=None,              # database file (default: <home>/multis.db)
     "Chat with multis in the terminal, as the owner, through the same router as the chat apps"
     log_to_file()
     cfg = load_config()
-    with (Store(db) if db else Store()) as st:
+    with open_store(db or None, cfg) as st:
         router = Router(st, cfg)
         try: return run_terminal(router, chat_id=chat_id)
         finally: router.close()

@@ -14,6 +14,7 @@ from watchdog.observers import Observer
 from fastcore.basics import patch
 from .core import MultisError
 from .store import Store
+from .vectors import open_store
 from .search import check_scopes
 from .parsers import SUPPORTED
 from .indexer import IndexLimits, index_directory, index_file
@@ -65,6 +66,7 @@ class Watcher:
                  scan:bool=True):             # index every folder once on start
         self.db = store.path if isinstance(store, Store) else str(store)
         self.entries, self.limits, self.debounce, self.scan = watch_entries(cfg), IndexLimits.from_config(cfg), debounce, scan
+        self.cfg = cfg
         self.pending, self.cond, self.stopping = {}, threading.Condition(), False
         self.ready, self.errors, self.done = threading.Event(), deque(maxlen=200), deque(maxlen=1000)
         self.observer = self.worker = None
@@ -127,7 +129,7 @@ def _safe_sync(self:Watcher, st:Store, path:Path, entry:dict):
 @patch
 def _run(self:Watcher):
     "The worker: initial scan, then due paths until stopped"
-    st = Store(self.db)
+    st = open_store(self.db, self.cfg)
     try:
         if self.scan:
             for e in self.entries: self._safe_sync(st, e['path'], e)
