@@ -1,22 +1,30 @@
 """Explorer update latency at 10k and 100k chunks, beside the bare `Store.search` of the same query.
 
-    .venv/bin/python bench/explorer.py                          # 10k and 100k, 100 questions
-    .venv/bin/python bench/explorer.py --sizes 10000 --queries 50
+    .venv/bin/python bench/explorer.py                          # 10k and 100k, 100 questions; hybrid at 10k
+    .venv/bin/python bench/explorer.py --sizes 10000 --queries 50 --hybrid-sizes ''
 
 Uses bench/search.py's cached databases (built on first use). For each question, in one run: the bare
 `Store.search`, then the explorer's update after the query changes (fetch, table, excerpt), after the activation
 weight moves (rerank of the cached candidates) and after the decay moves (activations recomputed, then rerank).
 An update is timed from setting the widget's value to the end of its callback (no browser: rendering is not counted).
+
+Hybrid search (`--hybrid-sizes`, default 10k): a copy of the same database with a `hash:256` vector (`HashEmbedder`)
+for every chunk, made once into bench/.cache/. The same updates with the explorer and `Store.search` searching
+hybrid, plus the vector weight slider (the cached candidates blended again, then reranked: no fetch, no embedding).
+The query's vector comes from the embedder's cache in the explorer's fetch: `Store.search` embedded it just before.
 """
-import argparse, sys
+import argparse, sqlite3, sys, time
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, questions, summary, timed
+from _common import CACHE, GEN_VERSION, machine, questions, summary, timed
 from search import build, NOW, LIMIT, USER
-from multis.store import Store
+from multis.store import Store, SCHEMA_VERSION
 from multis.explorer import Explorer
+from multis.embed import HashEmbedder
+from multis.vectors import embed_pending
 
 SCOPES = ['kb', USER]
+HASH_DIM = 256
 TARGET_10K_MS, OVERHEAD_100K_MS = 100.0, 20.0   # the issue's aims
 
 def set_value(w, v): w.value = v
@@ -35,27 +43,65 @@ def run_size(n:int, qs:list)->dict:
         assert ex.fetches - f0 <= len(qs), ex.fetches - f0   # the sliders never fetched
         return times
 
-def report(n:int, times:dict)->list:
+def hybrid_db(n:int)->Path:
+    "A copy of bench/search.py's database of n chunks with a hash:256 vector for every chunk (made on first use)"
+    path = CACHE/f'explorer-hybrid-{n}-g{GEN_VERSION}-s{SCHEMA_VERSION}-hash{HASH_DIM}.db'
+    if path.exists(): return path
+    tmp = path.with_suffix('.building')
+    for f in CACHE.glob(tmp.name + '*'): f.unlink()
+    src, dst = sqlite3.connect(build(n)), sqlite3.connect(tmp)
+    src.backup(dst); src.close(); dst.close()
+    t = time.perf_counter()
+    with Store(tmp) as st:
+        k = embed_pending(st, HashEmbedder(HASH_DIM), progress=True)
+        st._sql('PRAGMA wal_checkpoint(TRUNCATE)')
+    tmp.rename(path)
+    print(f"  embedded {k:,} chunks with hash:{HASH_DIM} in {time.perf_counter()-t:.0f} s", flush=True)
+    return path
+
+def run_hybrid(n:int, qs:list)->dict:
+    "name -> timings (seconds) for every kind of update, hybrid search, on the database of n chunks with vectors"
+    with Store(hybrid_db(n)) as st:
+        emb = HashEmbedder(HASH_DIM)
+        ex = Explorer(st, scopes=SCOPES, limit=LIMIT, now=NOW, embedder=emb)
+        def search(q): return st.search(q, limit=LIMIT, scopes=SCOPES, now=NOW, embedder=emb)
+        for q in qs[:5]: search(q); set_value(ex.query, q)   # warm up (and load the vectors)
+        f0, times = ex.fetches, {k: [] for k in ('Store.search', 'query change (fetch)', 'vector weight (blend)',
+                                                 'activation weight (rerank)', 'decay (activations)')}
+        for i, q in enumerate(qs):
+            times['Store.search'].append(timed(search, q)[0])
+            times['query change (fetch)'].append(timed(set_value, ex.query, q)[0])
+            times['vector weight (blend)'].append(timed(set_value, ex.vector_weight, 0.3 + 0.4 * (i % 2))[0])
+            times['activation weight (rerank)'].append(timed(set_value, ex.activation_weight, 1.0 + (i % 2))[0])
+            times['decay (activations)'].append(timed(set_value, ex.decay, 0.4 + 0.2 * (i % 2))[0])
+        assert ex.fetches - f0 <= len(qs), ex.fetches - f0   # the sliders never fetched
+        return times
+
+def report(n:int, times:dict, label:str='')->list:
     "Print one size's table; return the problems found against the aims"
     base = summary(times['Store.search'])['p50']
+    if label: print(f"\n{label}", end='')
     print(f"\n{n:>9,} chunks  {'update':<28} {'p50 ms':>8} {'p99 ms':>8} {'p50 - search':>13}")
     for k, v in times.items():
         s = summary(v)
         print(f"{'':>17}{k:<28} {s['p50']:>8.2f} {s['p99']:>8.2f} {s['p50'] - base:>12.2f}")
-    q = summary(times['query change (fetch)'])['p50']
-    if n <= 10_000 and q > TARGET_10K_MS: return [f"{n:,}: query update p50 {q:.1f} ms > {TARGET_10K_MS} ms"]
+    q, what = summary(times['query change (fetch)'])['p50'], f"{n:,}{' ' + label if label else ''}"
+    if n <= 10_000 and q > TARGET_10K_MS: return [f"{what}: query update p50 {q:.1f} ms > {TARGET_10K_MS} ms"]
     if n >= 100_000 and q - base > OVERHEAD_100K_MS:
-        return [f"{n:,}: query update p50 {q:.1f} ms is more than search {base:.1f} + {OVERHEAD_100K_MS} ms"]
+        return [f"{what}: query update p50 {q:.1f} ms is more than search {base:.1f} + {OVERHEAD_100K_MS} ms"]
     return []
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--sizes', default='10000,100000', help='comma-separated chunk counts')
     ap.add_argument('--queries', type=int, default=100, help='questions per size')
+    ap.add_argument('--hybrid-sizes', default='10000', help="chunk counts to time hybrid search at ('' for none)")
     args = ap.parse_args(argv)
     print(machine())
     qs, problems = questions(args.queries), []
-    for n in [int(s) for s in args.sizes.split(',')]: problems += report(n, run_size(n, qs))
+    for n in [int(s) for s in args.sizes.split(',') if s]: problems += report(n, run_size(n, qs))
+    for n in [int(s) for s in args.hybrid_sizes.split(',') if s]:
+        problems += report(n, run_hybrid(n, qs), f"hybrid search, hash:{HASH_DIM} vectors")
     print(f"\nlimit {LIMIT}, scopes {SCOPES}, {args.queries} questions of 2-8 terms; aims: query update under "
           f"{TARGET_10K_MS:.0f} ms at 10k, at most search + {OVERHEAD_100K_MS:.0f} ms at 100k")
     print('\n'.join(['MISSED: ' + p for p in problems]) or 'all aims met')

@@ -170,8 +170,12 @@ class OllamaEmbedder(Embedder):
         except ollama.ResponseError as e:
             if e.status_code == 404: raise EmbeddingError(f"Ollama at {self.host} has no model {self.model!r}: run `ollama pull {self.model}`") from None
             raise EmbeddingError(f"Ollama at {self.host} refused to embed ({e.status_code}): {e.error}") from None
+        except httpx.TimeoutException:
+            raise EmbeddingError(f"Ollama at {self.host} did not answer in time") from None
         except (httpx.TransportError, ConnectionError) as e:
             raise EmbeddingError(f"Ollama is not reachable at {self.host}: is it running? ({type(e).__name__})") from None
+        except ValueError as e:   # a reply without embeddings, or not JSON
+            raise EmbeddingError(f"Ollama at {self.host} sent a reply that is not embeddings ({type(e).__name__})") from None
 
 # %% ../nbs/05a_embed.ipynb 22
 OPENAI_EMBED_MODEL = 'text-embedding-3-small'
@@ -192,7 +196,9 @@ class OpenAIEmbedder(Embedder):
         except openai.AuthenticationError: raise EmbeddingError(f"the embeddings server at {self.url} refused the API key") from None
         except openai.NotFoundError: raise EmbeddingError(f"the embeddings server at {self.url} has no model {self.model!r}") from None
         except openai.APIStatusError as e: raise EmbeddingError(f"the embeddings server at {self.url} answered {e.status_code}") from None
-        return [d.embedding for d in sorted(r.data, key=lambda d: d.index)]
+        except openai.APIError: raise EmbeddingError(f"the embeddings server at {self.url} sent a reply that is not embeddings") from None
+        try: return [d.embedding for d in sorted(r.data, key=lambda d: d.index)]
+        except (AttributeError, TypeError): raise EmbeddingError(f"the embeddings server at {self.url} sent a reply that is not embeddings") from None
 
 # %% ../nbs/05a_embed.ipynb 25
 PROVIDERS = ('local', 'ollama', 'openai', 'hash')

@@ -130,7 +130,9 @@ class SearchRequest(BaseModel):
 
 class HitOut(BaseModel):
     chunk_id:str; name:str; file_path:str; section_path:list[str]; page_start:Optional[int]=None; page_end:Optional[int]=None
-    scope:str; element_type:str; score:float; bm25:float; activation:float; content:str
+    scope:str; element_type:str; score:float; bm25:float; activation:float
+    vector:Optional[float]=None; hybrid:Optional[float]=None
+    chunk_index:int=0; chunk_total:int=1; token_count:int=0; document_type:str='txt'; content:str
 
 class IndexPathRequest(BaseModel):
     model_config = _Finite

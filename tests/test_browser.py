@@ -1,7 +1,8 @@
 """Browser test of the explorer notebook: JupyterLab on 127.0.0.1, Debian's Chromium driven by Playwright.
 
 Copies nbs/30_explorer.ipynb and data/ into a temporary folder, serves it with JupyterLab, runs all cells, types a
-query, moves a slider and checks that the results table changed. The screenshot goes to tests/artifacts/explorer.png.
+query, moves a BM25 slider, then the vector weight slider, and checks that the results table changed each time. The
+screenshot goes to tests/artifacts/explorer.png.
 Never downloads a browser: it uses the system's `chromium` (`apt-get install chromium`) and skips without it.
 """
 import json, os, secrets, shutil, socket, subprocess, sys, time, urllib.request
@@ -125,6 +126,11 @@ def test_explorer_in_jupyterlab(tmp_path):
                                        timeout=20_000)
                 after = results_text(page)
                 assert after != before
+                assert 'vector' in after and 'hybrid' in after, after    # the demo store searches hybrid
+                move_slider(page, 'multis-vector-weight')                 # re-blends the cached candidates
+                page.wait_for_function('b => document.querySelector(".multis-results").innerText !== b', arg=after,
+                                       timeout=20_000)
+                assert ' blend in ' in page.locator('.multis-status').inner_text()
                 query.scroll_into_view_if_needed()
                 shot(page, 'explorer.png')
             finally: browser.close()
