@@ -273,7 +273,7 @@ def delete_conversation_chunks(self:Store, element_type:str, # 'memory_summary' 
     if before is not None: where.append(f'{_CONV_AGE} < ?'); args.append(before)
     ids = f"SELECT chunk_id FROM chunks WHERE {' AND '.join(where)}"
     with self.transaction():
-        self._sql(f'DELETE FROM access_history WHERE chunk_id IN ({ids})', args)
+        for t in ('access_history', 'embeddings'): self._sql(f'DELETE FROM {t} WHERE chunk_id IN ({ids})', args)
         return self._sql(f'DELETE FROM chunks WHERE chunk_id IN ({ids})', args).rowcount
 
 # %% ../nbs/11_memory.ipynb 54
