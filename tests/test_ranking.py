@@ -118,7 +118,9 @@ def test_hit_passthrough_and_json():
     d = rerank([h])[0].to_json()
     assert tuple(d) == HIT_JSON_FIELDS
     assert set(d) == {'chunk_id', 'name', 'file_path', 'section_path', 'page_start', 'page_end', 'scope',
-                      'element_type', 'score', 'bm25', 'activation', 'content'}
+                      'element_type', 'score', 'bm25', 'activation', 'vector', 'hybrid', 'chunk_index',
+                      'chunk_total', 'token_count', 'document_type', 'content'}
+    assert d['vector'] is None and d['hybrid'] is None and d['chunk_total'] == 1
     assert d['score'] == pytest.approx(4.0) and d['page_end'] == 3 and d['content'] == 'text of Install'
     assert json.loads(json.dumps(d)) == d
 
