@@ -18,6 +18,7 @@ from .ask import ask_config, search_options
 from .prompts import excerpt, source_label
 from .store import Store
 from .vectors import open_store, embed_pending
+from .embed import make_embedder, vector_weight
 from .search import query_terms, check_scopes
 from .indexer import IndexLimits, index_directory, index_file
 from .evaluate import evaluate_beir
@@ -140,11 +141,16 @@ def eval_(path:str,          # a BEIR-format folder (corpus.jsonl, queries.jsonl
          split:str='test',  # the qrels split to score
          k:int=10,          # cutoff for nDCG and MRR
          json_out:Param("print as JSON", bool)=False,
+         semantic:bool=False, # embed the corpus with the configured embedder and rank hybrid (embeddings.weight)
+         db:str=':memory:',  # keep the corpus and its vectors in this file, so a second run skips embedding
         )->int:
     "Measure retrieval quality on a BEIR-format set: nDCG@k, Recall@k and @100, MRR@k"
-    cfg = load_config()['search']
-    res = evaluate_beir(path, split, ks=(k, 100) if k < 100 else (k,), progress=not json_out,
-                        candidate_factor=cfg['candidate_factor'], bm25_weights=tuple(cfg['bm25_weights']))
+    full = load_config(); cfg = full['search']
+    embedder = make_embedder(full) if semantic else None
+    if semantic and embedder is None: raise MultisError("--semantic needs embeddings.provider in config.json")
+    res = evaluate_beir(path, split, ks=(k, 100) if k < 100 else (k,), progress=not json_out, embedder=embedder, db=db,
+                        candidate_factor=cfg['candidate_factor'], bm25_weights=tuple(cfg['bm25_weights']),
+                        **({'vector_weight': vector_weight(full)} if embedder else {}))
     if json_out: print(json.dumps(res)); return 0
     for name,v in res.items(): print(f"{name:>12}  {v if name == 'queries' else f'{v:.4f}'}")
     return 0

@@ -7,7 +7,7 @@ __all__ = ['ELEMENT_TYPES', 'DOCUMENT_TYPES', 'MultisError', 'ParseError', 'toke
            'chunk_to_dict', 'chunk_from_dict', 'multis_home', 'home_path', 'atomic_write', 'LazyModule']
 
 # %% ../nbs/00_core.ipynb 2
-import hashlib, importlib, json, os, re
+import hashlib, importlib, json, os
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from fastcore.basics import patch
@@ -27,11 +27,9 @@ class ParseError(MultisError):
 ELEMENT_TYPES = ('section', 'paragraph', 'memory_summary', 'table')
 DOCUMENT_TYPES = ('pdf', 'docx', 'md', 'txt', 'conversation')
 
-_TOKEN = re.compile(r"\w+|[^\w\s]")
-
 def token_estimate(text:str)->int:
-    "Estimated tokens of `text`: its words and punctuation marks (subword models make ~1.2x as many)"
-    return len(_TOKEN.findall(text or ''))
+    "Estimated subword tokens of `text`: 1.3 per whitespace-separated word (fast; exact counts need the model's tokenizer)"
+    return round(len((text or '').split()) * 1.3)
 
 def chunk_id_for(file_path:str, # absolute path of the source file
                  name:str,      # section title or file name

@@ -12,6 +12,7 @@ from .chunker import chunk_all
 from .ranking import load_beir, evaluate
 from .store import Store
 from .search import query_terms
+from .vectors import embed_pending
 
 # %% ../nbs/06a_evaluate.ipynb 5
 def corpus_chunks(corpus:dict, scope:str='kb')->list:
@@ -19,10 +20,13 @@ def corpus_chunks(corpus:dict, scope:str='kb')->list:
     return chunk_all([DocChunk(f'beir/{i}', d.get('title') or str(i), d.get('text') or '', element_type='paragraph',
                                scope=scope, metadata={'doc_id': str(i)}) for i,d in corpus.items()])
 
-def beir_store(corpus:dict, path:str=':memory:')->Store:
-    "A store holding a BEIR corpus"
+def beir_store(corpus:dict, path:str=':memory:', # the corpus, and where to keep it
+               embedder=None,                      # also embed every chunk with it (kept in `path` between runs)
+               progress:bool=False)->Store:
+    "A store holding a BEIR corpus, with vectors when an embedder is given"
     st = Store(path)
-    st.save(corpus_chunks(corpus))
+    if st.stats()['chunks'] == 0: st.save(corpus_chunks(corpus))
+    if embedder is not None: embed_pending(st, embedder, progress=progress)
     return st
 
 # %% ../nbs/06a_evaluate.ipynb 7
@@ -37,9 +41,12 @@ def search_fn(store:Store, **opts):
 def evaluate_beir(path:str|Path,       # BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv
                   split:str='test',     # qrels split to score
                   ks:tuple=(10, 100),   # cutoffs
-                  progress:bool=False,  # progress bar over queries
-                  **opts,               # search options (bm25_weights, candidate_factor, scorer...)
+                  progress:bool=False,  # progress bars (embedding, queries)
+                  embedder=None,        # rank hybrid with this embedder (the corpus is embedded first)
+                  db:str=':memory:',    # where to keep the corpus and its vectors between runs
+                  **opts,               # search options (bm25_weights, candidate_factor, vector_weight, scorer...)
                  )->dict:               # metrics averaged over queries
     "nDCG, recall and MRR of multis search on a BEIR set"
     corpus, queries, qrels = load_beir(path, split)
-    with beir_store(corpus) as st: return evaluate(search_fn(st, **opts), queries, qrels, ks=ks, progress=progress)
+    with beir_store(corpus, db, embedder, progress) as st:
+        return evaluate(search_fn(st, embedder=embedder or False, **opts), queries, qrels, ks=ks, progress=progress)
