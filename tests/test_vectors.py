@@ -131,3 +131,23 @@ def test_bad_embeddings_config_keeps_search_working(tmp_path, caplog):
         st.save([DocChunk('/n/a.md', 'A', 'apples and pears')])
         assert st.search('apples')[0].name == 'A'
     assert 'semantic search is off' in caplog.text
+
+def test_service_searches_hybrid_and_embeds_chat_messages(tmp_path):
+    import httpx
+    from multis.config import load_config
+    from multis.service import create_app, service_token, ServiceThread
+    home = tmp_path/'home'; home.mkdir()
+    cfg = load_config(home/'config.json', env=False)
+    cfg['embeddings'].update(provider='hash', model='64')
+    with open_store(home/'multis.db', cfg) as st:
+        st.save([DocChunk('/n/ferry.md', 'Ferry', 'The ferry leaves at nine from pier four.')])
+    srv = ServiceThread(create_app(home/'multis.db', cfg, home)).start()
+    try:
+        with httpx.Client(base_url=srv.url, headers={'Authorization': f'Bearer {service_token(home)}'}, timeout=30) as c:
+            hits = c.post('/search', json={'query': 'ferry pier'}).json()
+            assert hits[0]['name'] == 'Ferry' and hits[0]['vector'] > 0 and 0 <= hits[0]['hybrid'] <= 1
+            assert c.post('/memory/7/messages', json={'role': 'user', 'content': 'my boat is called Marlin'}).status_code == 200
+            hits = c.post('/search', json={'query': 'boat Marlin', 'scopes': ['user:7']}).json()
+            assert hits and hits[0]['scope'] == 'user:7' and hits[0]['vector'] is not None
+    finally: srv.stop()
+    with Store(home/'multis.db') as st: assert st.pending_vectors('hash:64') == []
