@@ -9,6 +9,7 @@ __all__ = ['log', 'SEMANTIC_HINT', 'DEFAULT_LOCAL_MODEL', 'ollama', 'openai', 'h
 
 # %% ../nbs/05a_embed.ipynb 2
 import hashlib, logging, math, os, re, threading
+from contextlib import contextmanager
 from collections import OrderedDict
 from pathlib import Path
 from fastcore.basics import patch
@@ -31,7 +32,7 @@ def _numpy():
 # %% ../nbs/05a_embed.ipynb 7
 class Embedder:
     "Texts to unit-length float32 vectors; `name` names provider and model so two vector spaces never mix"
-    name, dim, batch_size, max_cached = '', None, 64, 512
+    name, dim, batch_size, max_cached = '', None, 64, 4096
 
     def _embed(self, texts:list): raise NotImplementedError
 
@@ -139,6 +140,19 @@ def _load_sentence_model(folder:Path):
         except Exception as e: raise EmbeddingError(f"cannot load the model in {folder}: {e}") from None
         return m
 
+_torch_lock = threading.Lock()
+
+@contextmanager
+def _torch_threads(n:int|None):
+    "Run torch on `n` threads inside the block (None: torch's default)"
+    if n is None: yield; return
+    import torch
+    with _torch_lock:
+        old = torch.get_num_threads()
+        torch.set_num_threads(n)
+        try: yield
+        finally: torch.set_num_threads(old)
+
 class LocalEmbedder(Embedder):
     "A sentence-transformers model from a local folder (default: the packaged all-MiniLM-L6-v2)"
     def __init__(self, model:str=''):
@@ -149,8 +163,10 @@ class LocalEmbedder(Embedder):
     def model(self): return _load_sentence_model(self.folder)
 
     def _embed(self, texts:list):
-        return self.model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False,
-                                 normalize_embeddings=True)
+        model = self.model
+        with _torch_threads(1 if len(texts) <= 4 else None):
+            return model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False,
+                                normalize_embeddings=True)
 
 # %% ../nbs/05a_embed.ipynb 21
 ollama = LazyModule('ollama')
