@@ -6,7 +6,7 @@
 __all__ = ['log', 'embed_pending', 'VectorIndex', 'attach_embedder', 'open_store', 'embed_in_background', 'embed_saved']
 
 # %% ../nbs/05b_vectors.ipynb 2
-import logging, threading
+import logging, os, threading
 from fastcore.basics import patch
 from tqdm.auto import tqdm
 from .core import MultisError
@@ -82,11 +82,17 @@ class _ScopeVectors:
 
 _shared, _shared_lock = {}, threading.Lock()
 
+def _inode(store:Store)->int:
+    "The inode of the file this store opened (a file replaced since, as `multis migrate --rebuild` does, is another)"
+    if '_ino' not in store.__dict__: store._ino = os.stat(store.path).st_ino
+    return store._ino
+
 class VectorIndex:
     "In-memory exact vector search over a store's chunks of one model, per scope"
     def __init__(self, store:Store, model:str):
         self.store, self.model = store, model
-        self.key = store.path if store.path != ':memory:' else id(store)
+        if store.path == ':memory:': self.cache, self.key = store.__dict__.setdefault('_vectors', {}), None
+        else: self.cache, self.key = _shared, (store.path, _inode(store))
 
     def __repr__(self): return f"VectorIndex({self.store!r}, {self.model!r})"
 
@@ -97,14 +103,14 @@ def _scope(self:VectorIndex, scope:str)->_ScopeVectors:
     gen = (self.store._sql('SELECT gen FROM vector_state WHERE scope = ?', (scope,)).fetchone() or (0,))[0]
     key = (self.key, self.model, scope)
     with _shared_lock:
-        sv = _shared.get(key)
+        sv = self.cache.get(key)
         if sv is not None and sv.gen == gen: return sv
     rows = self.store._sql('SELECT chunk_id, vector FROM embeddings WHERE scope = ? AND model = ? ORDER BY id',
                            (scope, self.model)).fetchall()
     np = _numpy()
     m = np.frombuffer(b''.join(r[1] for r in rows), dtype='<f4').reshape(len(rows), -1) if rows else np.zeros((0, 0), 'f4')
     sv = _ScopeVectors(gen, [r[0] for r in rows], m)
-    with _shared_lock: _shared[key] = sv
+    with _shared_lock: self.cache[key] = sv
     return sv
 
 @patch
