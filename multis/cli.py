@@ -129,11 +129,12 @@ def docs(db:str=None,   # database file (default: <home>/multis.db)
          json_out:Param("print as JSON", bool)=False,
         )->int:
     "List indexed documents and counts"
-    with _store(db) as st: files, stats = st.files(), st.stats()
-    if json_out: print(json.dumps({'stats': stats, 'files': files}, ensure_ascii=False, indent=1)); return 0
+    with _store(db) as st: files, stats, vectors = st.files(), st.stats(), st.vector_counts()
+    if json_out: print(json.dumps({'stats': stats, 'files': files, 'vectors': vectors}, ensure_ascii=False, indent=1)); return 0
     for f in files: print(f"{f['chunks']:5d}  {f['scope']:<12} {f['document_type']:<5} {f['file_path']}")
     scopes = ', '.join(f"{k} {v}" for k,v in stats['by_scope'].items())
     print(f"{stats['files']} files, {stats['chunks']} chunks" + (f" ({scopes})" if scopes else ''))
+    if vectors: print('vectors: ' + ', '.join(f"{n} from {m}" for m, n in vectors.items()))
     return 0
 
 # %% ../nbs/50_cli.ipynb 18
