@@ -199,7 +199,7 @@ log = logging.getLogger(__name__)
 def _rows_with_bm25(self:Store, chunk_ids:list, scopes:list|None, terms:list, bm25_weights)->list:
     "(row, bm25) for these chunks inside `scopes`; bm25 is 0 for a chunk holding none of `terms`"
     if not chunk_ids: return []
-    where = '' if scopes is None else f" AND scope IN ({','.join('?'*len(scopes))})"
+    where = '' if scopes is None else f" AND +scope IN ({','.join('?'*len(scopes))})"
     rows = self._sql(f"SELECT * FROM chunks WHERE chunk_id IN ({','.join('?'*len(chunk_ids))}){where}",
                      (*chunk_ids, *(scopes or ()))).fetchall()
     if not rows or not terms: return [(r, 0.0) for r in rows]
