@@ -4,8 +4,8 @@
 
 # %% auto 0
 __all__ = ['log', 'SEMANTIC_HINT', 'DEFAULT_LOCAL_MODEL', 'ollama', 'openai', 'httpx', 'OLLAMA_HOST', 'OPENAI_EMBED_MODEL',
-           'PROVIDERS', 'EmbeddingError', 'Embedder', 'HashEmbedder', 'LocalEmbedder', 'OllamaEmbedder',
-           'OpenAIEmbedder', 'make_embedder', 'vector_weight']
+           'PROVIDERS', 'WEIGHT_DEFAULTS', 'EmbeddingError', 'Embedder', 'HashEmbedder', 'LocalEmbedder',
+           'OllamaEmbedder', 'OpenAIEmbedder', 'make_embedder', 'vector_weight']
 
 # %% ../nbs/05a_embed.ipynb 2
 import hashlib, logging, math, os, re, threading
@@ -241,9 +241,11 @@ def make_embedder(cfg:dict, # the full config
         return _made[key]
 
 # %% ../nbs/05a_embed.ipynb 26
-def vector_weight(cfg:dict)->float:
-    "`embeddings.weight`: how much the vector score counts in the hybrid blend, checked to be in [0, 1]"
-    w = (cfg.get('embeddings') or {}).get('weight', 0.7)
+WEIGHT_DEFAULTS = {'weight': 0.7, 'memory_weight': 0.2}
+
+def vector_weight(cfg:dict, key:str='weight')->float:
+    "`embeddings.weight` (documents) or `embeddings.memory_weight` (chat memory): the vector share of the blend"
+    w = (cfg.get('embeddings') or {}).get(key, WEIGHT_DEFAULTS[key])
     if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w <= 1:
-        raise EmbeddingError(f"embeddings.weight must be a number from 0 to 1, got {w!r}")
+        raise EmbeddingError(f"embeddings.{key} must be a number from 0 to 1, got {w!r}")
     return float(w)

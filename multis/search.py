@@ -178,6 +178,8 @@ def search(self:Store, query:str,     # the user's text (never FTS5 syntax)
            prune:bool=True,            # leave out terms in at least half the rows (see above)
            embedder=None,              # None: the store's own (see `attach_embedder`); False: keyword only
            vector_weight:float|None=None, # hybrid blend; None: the store's (`embeddings.weight`, 0.7)
+           memory_vector_weight:float|None=None, # the same for chat memory; None: the store's (0.2), or
+                                       # `vector_weight` when that is given
           )->list:                     # ranked `Hit`s with score parts
     "Search chunks inside `scopes`: BM25 (and vector) candidates re-ranked with ACT-R activation"
     now = time.time() if now is None else now
@@ -185,8 +187,10 @@ def search(self:Store, query:str,     # the user's text (never FTS5 syntax)
     cands = self.candidates(query, limit, scopes, candidate_factor, bm25_weights, decay, now, prune)
     if embedder and _WORD.search(query or ''):
         w = self.vector_weight if vector_weight is None else vector_weight
+        mw = memory_vector_weight if memory_vector_weight is not None else (
+            self.memory_vector_weight if vector_weight is None else vector_weight)
         try: cands = self.hybrid_candidates(query, cands, max(limit, int(limit*candidate_factor)), scopes, embedder, w,
-                                            bm25_weights, decay, now)
+                                            bm25_weights, decay, now, mw)
         except EmbeddingError as e: log.warning("keyword search only: %s", e)
     hits = rerank(cands, scorer or actr_scorer(activation_weight), limit)
     if record and hits: self.record_access([h.chunk_id for h in hits], query, now=now, decay=decay)
@@ -213,15 +217,18 @@ def _minmax(xs:list)->list:
     lo, hi = min(xs), max(xs)
     return [(x - lo) / (hi - lo) if hi > lo else 1.0 for x in xs]
 
-def _blend_hybrid(hits:list, weight:float)->list:
+def _blend_hybrid(hits:list, weight:float,    # vector share for document chunks
+                  memory_weight:float|None=None, # vector share for chat memory (None: `weight`)
+                 )->list:
     "Fill `hybrid` and `scale` of hits whose `bm25` and `vector` (None: no vector yet) are set"
     if not hits: return hits
+    memory_weight = weight if memory_weight is None else memory_weight
     top = max(h.bm25 for h in hits)
     with_vec = [h for h in hits if h.vector is not None]
     vn = dict(zip(map(id, with_vec), _minmax([h.vector for h in with_vec]))) if with_vec else {}
     for h in hits:
-        bn = h.bm25 / top if top > 0 else 0.0
-        h.hybrid, h.scale = weight * vn.get(id(h), bn) + (1 - weight) * bn, top if top > 0 else 1.0
+        bn, w = h.bm25 / top if top > 0 else 0.0, memory_weight if h.document_type == 'conversation' else weight
+        h.hybrid, h.scale = w * vn.get(id(h), bn) + (1 - w) * bn, top if top > 0 else 1.0
     return hits
 
 # %% ../nbs/06_search.ipynb 30
@@ -230,10 +237,12 @@ def hybrid_candidates(self:Store, query:str, # the user's text
                       keyword:list,          # the BM25 candidates (`Store.candidates`)
                       n:int,                 # vector candidates to add
                       scopes:list|None, embedder, weight:float, bm25_weights, decay:float, now:float,
+                      memory_weight:float|None=None, # the weight for chat memory chunks (None: `weight`)
                      )->list:                # keyword and vector candidates, each scored in both channels
     "Join the `n` nearest chunks by vector to the keyword candidates and blend the two scores"
     from multis.vectors import VectorIndex
-    if not 0 <= weight <= 1: raise MultisError(f"vector weight must be from 0 to 1, got {weight}")
+    for x in (weight, memory_weight):
+        if x is not None and not 0 <= x <= 1: raise MultisError(f"vector weight must be from 0 to 1, got {x}")
     scopes, q = check_scopes(scopes), embedder.embed_query(query)
     vi = VectorIndex(self, embedder.name)
     near, have = dict(vi.top(q, n, scopes)), {h.chunk_id for h in keyword}
@@ -244,4 +253,4 @@ def hybrid_candidates(self:Store, query:str, # the user's text
     hits = keyword + [Hit(chunk_from_row(r), bm25=b, activation=acts.get(r['chunk_id'], 0.0)) for r, b in extra]
     sims = {**vi.similarity(q, [c for c in have if c not in near], scopes), **near}
     for h in hits: h.vector = sims.get(h.chunk_id)
-    return _blend_hybrid(hits, weight)
+    return _blend_hybrid(hits, weight, memory_weight)

@@ -293,13 +293,13 @@ def _drop_stale_vectors(self:Store, rows:list):
         stale = [(cid,) for cid, h in have.fetchall() if h != text_hash(vector_text(b[cid][_I_NAME], b[cid][_I_CONTENT]))]
         if stale: self.conn.executemany('DELETE FROM embeddings WHERE chunk_id = ?', stale)
 
-Store.embedder, Store.vector_weight = None, 0.7   # set by `multis.vectors.attach_embedder`
+Store.embedder, Store.vector_weight, Store.memory_vector_weight = None, 0.7, 0.2   # see `multis.vectors.attach_embedder`
 
 @patch
 def reopen(self:Store)->'Store':
     "A new connection to the same database file, with the same embedder (one per thread)"
     st = Store(self.path, self.timeout)
-    st.embedder, st.vector_weight = self.embedder, self.vector_weight
+    st.embedder, st.vector_weight, st.memory_vector_weight = self.embedder, self.vector_weight, self.memory_vector_weight
     return st
 
 @patch

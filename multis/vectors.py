@@ -153,6 +153,7 @@ log = logging.getLogger(__name__)
 def attach_embedder(store:Store, cfg:dict)->Store:
     "Give `store` the embedder and hybrid weight of `cfg` (none configured: the store stays keyword-only)"
     store.embedder, store.vector_weight = make_embedder(cfg), vector_weight(cfg)
+    store.memory_vector_weight = vector_weight(cfg, 'memory_weight')
     return store
 
 def open_store(path=None,          # database file; default `<home>/multis.db`
