@@ -279,7 +279,7 @@ WEIGHT_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 BM25_SAME = 'BM25 on the embedded store (embedder=False)'
 VECTOR_ONLY = 'vector only (vector_weight=1.0)'
 HYBRID_DEFAULT = f'hybrid, multis defaults (chat memory {Store.memory_vector_weight})'
-def hybrid_label(w:float)->str: return f"hybrid, vector_weight {w} for all
+def hybrid_label(w:float)->str: return f"hybrid, vector_weight {w} for all"
 
 def semantic_embedder()->tuple:
     "(the cached MiniLM embedder, seconds to load the model), or (None, why not)"
