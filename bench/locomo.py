@@ -379,7 +379,7 @@ def settings(convs:list, path:Path):
 
 def report(res:dict, convs:list, custom:bool):
     "The tables: each split (or the chosen conversations), the best variant on the tune split, the report split by category"
-    hyb = {k: res.pop(k) for k in [BM25_SAME, VECTOR_ONLY, *map(hybrid_label, WEIGHT_GRID)] if k in res}
+    hyb = {k: res.pop(k) for k in [BM25_SAME, VECTOR_ONLY, HYBRID_DEFAULT, *map(hybrid_label, WEIGHT_GRID)] if k in res}
     have = {cv.idx for cv in convs}
     groups = ([('conversations ' + ','.join(map(str, sorted(have))), have)] if custom else
               [(f"{n} split (conversations {r.start}-{r.stop - 1})", set(r)) for n, r in SPLITS.items() if n != 'all' and set(r) <= have])

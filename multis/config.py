@@ -26,7 +26,7 @@ DEFAULT_CONFIG = {
                'capture_interval_minutes': 15},
     'search': {'activation_weight': 2.0, 'decay': 0.5, 'candidate_factor': 3, 'bm25_weights': [1.0, 1.0, 0.5]},
     'indexing': {'max_file_mb': 10, 'max_pages': 2000},
-    'embeddings': {'provider': '', 'model': '', 'base_url': '', 'api_key': '', 'weight': 0.7, 'memory_weight': 0.2},
+    'embeddings': {'provider': '', 'model': '', 'base_url': '', 'api_key': '', 'weight': 0.7, 'memory_weight': 0.3},
     'governance': {'enabled': True},
     'allow_groups': False,
     'rate_limit': {'per_minute': 10, 'per_day': 200},

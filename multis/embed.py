@@ -241,7 +241,7 @@ def make_embedder(cfg:dict, # the full config
         return _made[key]
 
 # %% ../nbs/05a_embed.ipynb 26
-WEIGHT_DEFAULTS = {'weight': 0.7, 'memory_weight': 0.2}
+WEIGHT_DEFAULTS = {'weight': 0.7, 'memory_weight': 0.3}
 
 def vector_weight(cfg:dict, key:str='weight')->float:
     "`embeddings.weight` (documents) or `embeddings.memory_weight` (chat memory): the vector share of the blend"

@@ -178,7 +178,7 @@ def search(self:Store, query:str,     # the user's text (never FTS5 syntax)
            prune:bool=True,            # leave out terms in at least half the rows (see above)
            embedder=None,              # None: the store's own (see `attach_embedder`); False: keyword only
            vector_weight:float|None=None, # hybrid blend; None: the store's (`embeddings.weight`, 0.7)
-           memory_vector_weight:float|None=None, # the same for chat memory; None: the store's (0.2), or
+           memory_vector_weight:float|None=None, # the same for chat memory; None: the store's (0.3), or
                                        # `vector_weight` when that is given
           )->list:                     # ranked `Hit`s with score parts
     "Search chunks inside `scopes`: BM25 (and vector) candidates re-ranked with ACT-R activation"

@@ -293,7 +293,7 @@ def _drop_stale_vectors(self:Store, rows:list):
         stale = [(cid,) for cid, h in have.fetchall() if h != text_hash(vector_text(b[cid][_I_NAME], b[cid][_I_CONTENT]))]
         if stale: self.conn.executemany('DELETE FROM embeddings WHERE chunk_id = ?', stale)
 
-Store.embedder, Store.vector_weight, Store.memory_vector_weight = None, 0.7, 0.2   # see `multis.vectors.attach_embedder`
+Store.embedder, Store.vector_weight, Store.memory_vector_weight = None, 0.7, 0.3   # see `multis.vectors.attach_embedder`
 
 @patch
 def reopen(self:Store)->'Store':
