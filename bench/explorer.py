@@ -13,15 +13,14 @@ for every chunk, made once into bench/.cache/. The same updates with the explore
 hybrid, plus the vector weight slider (the cached candidates blended again, then reranked: no fetch, no embedding).
 The query's vector comes from the embedder's cache in the explorer's fetch: `Store.search` embedded it just before.
 """
-import argparse, sqlite3, sys, time
+import argparse, sys
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import CACHE, GEN_VERSION, machine, questions, summary, timed
-from search import build, NOW, LIMIT, USER
-from multis.store import Store, SCHEMA_VERSION
+from _common import machine, questions, summary, timed
+from search import build, build_with_vectors, NOW, LIMIT, USER
+from multis.store import Store
 from multis.explorer import Explorer
 from multis.embed import HashEmbedder
-from multis.vectors import embed_pending
 
 SCOPES = ['kb', USER]
 HASH_DIM = 256
@@ -43,25 +42,9 @@ def run_size(n:int, qs:list)->dict:
         assert ex.fetches - f0 <= len(qs), ex.fetches - f0   # the sliders never fetched
         return times
 
-def hybrid_db(n:int)->Path:
-    "A copy of bench/search.py's database of n chunks with a hash:256 vector for every chunk (made on first use)"
-    path = CACHE/f'explorer-hybrid-{n}-g{GEN_VERSION}-s{SCHEMA_VERSION}-hash{HASH_DIM}.db'
-    if path.exists(): return path
-    tmp = path.with_suffix('.building')
-    for f in CACHE.glob(tmp.name + '*'): f.unlink()
-    src, dst = sqlite3.connect(build(n)), sqlite3.connect(tmp)
-    src.backup(dst); src.close(); dst.close()
-    t = time.perf_counter()
-    with Store(tmp) as st:
-        k = embed_pending(st, HashEmbedder(HASH_DIM), progress=True)
-        st._sql('PRAGMA wal_checkpoint(TRUNCATE)')
-    tmp.rename(path)
-    print(f"  embedded {k:,} chunks with hash:{HASH_DIM} in {time.perf_counter()-t:.0f} s", flush=True)
-    return path
-
 def run_hybrid(n:int, qs:list)->dict:
     "name -> timings (seconds) for every kind of update, hybrid search, on the database of n chunks with vectors"
-    with Store(hybrid_db(n)) as st:
+    with Store(build_with_vectors(n, HashEmbedder(HASH_DIM))) as st:
         emb = HashEmbedder(HASH_DIM)
         ex = Explorer(st, scopes=SCOPES, limit=LIMIT, now=NOW, embedder=emb)
         def search(q): return st.search(q, limit=LIMIT, scopes=SCOPES, now=NOW, embedder=emb)

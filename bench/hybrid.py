@@ -10,14 +10,14 @@ that of real vectors, the ranking is not. Each query is embedded by the real mod
 sentence-transformers is installed) with its cache of recent queries off, so its cost is in the hybrid latency, and is
 also timed alone. For each question every variant runs once, in an order that rotates from question to question.
 """
-import argparse, sqlite3, sys, time
+import argparse, sys, time
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import CACHE, GEN_VERSION, USERS, machine, pct, questions, timed
-from search import NOW, LIMIT, FACTOR, build
-from multis.store import Store, SCHEMA_VERSION
+from _common import USERS, machine, pct, questions, timed
+from search import NOW, LIMIT, FACTOR, build_with_vectors
+from multis.store import Store
 from multis.embed import Embedder, EmbeddingError, HashEmbedder, LocalEmbedder
-from multis.vectors import VectorIndex, embed_pending
+from multis.vectors import VectorIndex
 
 DIM, WEIGHT = 384, 0.7
 USER, SCOPED = USERS[1], ['kb', USERS[1]]
@@ -37,23 +37,6 @@ def query_model()->tuple:
     except EmbeddingError as e: return HashEmbedder(DIM), f"{HashEmbedder(DIM).name} (the model is not available: {e})"
     if m.dim != DIM: sys.exit(f"{m.name} makes {m.dim}-dimensional vectors, the stored ones have {DIM}")
     return m, f"{m.name}, loaded in {time.perf_counter() - t:.1f} s"
-
-def hybrid_db(n:int, stored:Embedder)->Path:
-    "A copy of search.py's database of n chunks with a vector from `stored` for every chunk (made on first use)"
-    path = CACHE/f"hybrid-{n}-g{GEN_VERSION}-s{SCHEMA_VERSION}-{stored.name.replace(':', '')}.db"
-    if path.exists(): return path
-    tmp = path.with_suffix('.building')
-    for f in CACHE.glob(tmp.name + '*'): f.unlink()
-    src, dst = sqlite3.connect(build(n)), sqlite3.connect(tmp)
-    src.backup(dst); src.close(); dst.close()
-    print(f"  embedding {n:,} chunks with {stored.name} (once) ...", flush=True)
-    t = time.perf_counter()
-    with Store(tmp) as st:
-        embed_pending(st, stored, batch=2_000, progress=sys.stderr.isatty())
-        st._sql('PRAGMA wal_checkpoint(TRUNCATE)')
-    tmp.rename(path)
-    print(f"  {n:,} vectors in {time.perf_counter() - t:.0f} s: {path.stat().st_size / 2**20:,.0f} MB", flush=True)
-    return path
 
 def rss_mb()->float:
     "This process's resident memory in MB"
@@ -87,7 +70,7 @@ def variants(st:Store, stored:Embedder, model:Embedder)->dict:
 
 def run_size(n:int, qs:list, stored:Embedder, model:Embedder)->list:
     "Time every variant on every query of the database of n chunks; one (n, variant, times) per variant"
-    with Store(hybrid_db(n, stored)) as st:
+    with Store(build_with_vectors(n, stored)) as st:
         print(load_figures(st, stored, model), flush=True)
         fs = variants(st, stored, model)
         for q in qs[:5]: [f(q) for f in fs.values()]            # warm the OS cache and the term counts

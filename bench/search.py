@@ -52,6 +52,24 @@ def build(n:int)->Path:
     print(f"  built {n:,} chunks in {time.perf_counter()-t:.0f} s: {path.stat().st_size/2**20:,.0f} MB", flush=True)
     return path
 
+def build_with_vectors(n:int, embedder)->Path:
+    "A copy of `build(n)`'s database with a vector from `embedder` for every chunk (made on first use)"
+    from multis.vectors import embed_pending
+    path = CACHE/f"hybrid-{n}-g{GEN_VERSION}-s{SCHEMA_VERSION}-{embedder.name.replace(':', '')}.db"
+    if path.exists(): return path
+    tmp = path.with_suffix('.building')
+    for f in CACHE.glob(tmp.name + '*'): f.unlink()
+    src, dst = sqlite3.connect(build(n)), sqlite3.connect(tmp)
+    src.backup(dst); src.close(); dst.close()
+    print(f"  embedding {n:,} chunks with {embedder.name} (once) ...", flush=True)
+    t = time.perf_counter()
+    with Store(tmp) as st:
+        embed_pending(st, embedder, batch=2_000, progress=sys.stderr.isatty())
+        st._sql('PRAGMA wal_checkpoint(TRUNCATE)')
+    tmp.rename(path)
+    print(f"  {n:,} vectors in {time.perf_counter() - t:.0f} s: {path.stat().st_size / 2**20:,.0f} MB", flush=True)
+    return path
+
 def variants(st:Store, bare:sqlite3.Connection)->dict:
     "name -> function(query) for each thing timed"
     def bare_q(sql, *extra):
