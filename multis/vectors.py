@@ -115,9 +115,9 @@ def _scope(self:VectorIndex, scope:str)->_ScopeVectors:
 
 @patch
 def _scopes(self:VectorIndex, scopes:list|None)->list:
-    "The scopes to search: the given ones, or every scope that has vectors"
+    "The scopes to search: the given ones, or every scope that ever had vectors (one small row each)"
     if scopes is not None: return list(scopes)
-    return [r[0] for r in self.store._sql('SELECT DISTINCT scope FROM embeddings WHERE model = ?', (self.model,))]
+    return [r[0] for r in self.store._sql('SELECT scope FROM vector_state')]
 
 # %% ../nbs/05b_vectors.ipynb 16
 @patch
