@@ -254,3 +254,164 @@ def test_window_keeps_speaker_and_untrusted(tmp_path, store):
     w = mem.load_recent()
     assert [(o['speaker'], o.get('untrusted', False)) for o in w] == [('Eve', True), ('Owner', False)]
     assert w[0]['msg_id'] == 'e1'
+
+# --- issue 14 item 16: crash leftovers; intake is one idempotent step keyed by the message id ---
+
+import errno, os, signal
+import multis.memory as memory_mod
+from multis.memory import MemoryWriteError, cleanup_temp, message_chunk_id
+
+RAW = {'memory': {'index_raw': True}}
+
+class Killed(BaseException):
+    "Stands for kill -9 at a hook point: nothing after it runs"
+
+def state(mem, store):
+    "Everything intake writes: the log, the window (without its random ids) and the chat's indexed messages"
+    log = ''.join(f.read_text() for f in sorted(mem.log_dir.glob('*.md'))) if mem.log_dir.exists() else ''
+    window = [(o['role'], o['content'], o.get('msg_id')) for o in mem.load_recent()]
+    chunks = sorted(tuple(r) for r in store.conn.execute("SELECT chunk_id, content FROM chunks WHERE scope=?", (mem.scope,)))
+    return log, window, chunks
+
+def crash_at(monkeypatch, point, store):
+    "Make the step `point` of intake die once: before the window write, before the log append, before the index save"
+    target = {'window': (memory_mod, '_write'), 'log': (memory_mod, '_append_block'), 'index': (type(store), 'save')}[point]
+    real, hit = getattr(*target), []
+    def die(*a, **kw):
+        if not hit: hit.append(1); raise Killed(point)
+        return real(*a, **kw)
+    monkeypatch.setattr(*target, die)
+
+@pytest.mark.parametrize('point', ['window', 'log', 'index'])
+def test_retry_after_crash_at_each_step_completes_without_duplicates(tmp_path, store, monkeypatch, point):
+    mem = ChatMemory('crash', home=tmp_path)
+    log_message(mem, 'user', 'hello there', store, RAW, now=T, msg_id='m1')
+    crash_at(monkeypatch, point, store)
+    with pytest.raises(Killed): log_message(mem, 'user', 'Pay the invoice today', store, RAW, now=T + 60, msg_id='m2')
+    assert log_message(mem, 'user', 'Pay the invoice today', store, RAW, now=T + 90, msg_id='m2') == 2   # the retry
+    log, window, chunks = state(mem, store)
+    assert log.count('Pay the invoice today') == 1 and log.count('hello there') == 1
+    assert window == [('user', 'hello there', 'm1'), ('user', 'Pay the invoice today', 'm2')]
+    assert [c for c, _ in chunks if c == message_chunk_id(mem, 'm2')] == [message_chunk_id(mem, 'm2')]
+    assert len(chunks) == 2
+    before = state(mem, store)
+    assert log_message(mem, 'user', 'Pay the invoice today', store, RAW, now=T + 120, msg_id='m2') == 2   # a repeat
+    assert state(mem, store) == before
+
+def test_retry_completes_a_log_line_cut_short(tmp_path, store, monkeypatch):
+    mem = ChatMemory('cut', home=tmp_path)
+    real = memory_mod._append_block
+    def half(path, text):
+        real(path, text[:len(text)//2]); raise Killed('mid-write')
+    monkeypatch.setattr(memory_mod, '_append_block', half)
+    with pytest.raises(Killed): mem.append_message('user', 'Pay the invoice today', now=T, msg_id=7)
+    monkeypatch.setattr(memory_mod, '_append_block', real)
+    assert mem.append_message('user', 'Pay the invoice today', now=T, msg_id=7) == 1
+    assert mem.log_path(T).read_text() == '**10:30 user**: Pay the invoice today\n'
+
+def test_trimmed_message_id_is_still_a_repeat_and_seen_ids_are_bounded(tmp_path):
+    mem = ChatMemory('seen', home=tmp_path)
+    for i in range(300): mem.append_message('user', f'm{i}', now=T, msg_id=i)
+    mem.trim_recent(0)
+    assert mem.append_message('user', 'm299', now=T, msg_id=299) == 0 and mem.load_recent() == []
+    raw = json.loads(mem.recent_path.read_text())
+    assert raw == [{'seen': [str(i) for i in range(300 - memory_mod.SEEN_IDS, 300)]}]
+    assert mem.log_path(T).read_text().count('m299') == 1
+    assert mem.append_message('user', 'no id', now=T) == 1 and mem.append_message('user', 'no id', now=T) == 2  # as before
+
+HOOKED = """
+import os, signal, sys
+import multis.memory as m
+from multis.core import atomic_write
+home, point = sys.argv[1], sys.argv[2]
+def kill(*a, **kw): os.kill(os.getpid(), signal.SIGKILL)
+if point == 'log': m._append_block = kill
+if point == 'rename': os.replace = kill            # inside atomic_write: the temp file is written, not renamed
+m.ChatMemory('k9', home=home).append_message('user', 'Pay the invoice today', now=1795343400.0, msg_id='tg-42')
+"""
+
+@pytest.mark.parametrize('point', ['log', 'rename'])
+def test_sigkill_mid_intake_then_retry(tmp_path, point):
+    mem = ChatMemory('k9', home=tmp_path)
+    mem.append_message('user', 'hello there', now=T, msg_id='tg-41')
+    p = subprocess.run([sys.executable, '-c', HOOKED, str(tmp_path), point], timeout=60)
+    assert p.returncode == -signal.SIGKILL
+    leftovers = list(mem.dir.glob('.recent.json.*.tmp'))
+    assert bool(leftovers) == (point == 'rename')
+    assert cleanup_temp(tmp_path) == len(leftovers) and not list(mem.dir.glob('.*.tmp'))
+    assert mem.append_message('user', 'Pay the invoice today', now=T + 5, msg_id='tg-42') == 2
+    assert mem.append_message('user', 'Pay the invoice today', now=T + 9, msg_id='tg-42') == 2
+    assert mem.log_path(T).read_text().count('Pay the invoice today') == 1
+    assert [o['msg_id'] for o in mem.load_recent()] == ['tg-41', 'tg-42']
+
+def test_capture_rerun_after_crash_between_memory_and_index_adds_no_section(tmp_path, store, monkeypatch):
+    mem = ChatMemory('cap', home=tmp_path)
+    talk(mem)
+    crash_at(monkeypatch, 'index', store)
+    with pytest.raises(Killed): capture(mem, FakeProvider(['- Rents a flat in Lisbon with a balcony.']), store, now=T + 3600)
+    assert mem.load_memory().count('## ') == 1 and summaries(store, ['user:cap']) == [] and len(mem.load_recent()) == 20
+    talk(mem, 2, start=T + 4000)                           # messages arrive before the retry
+    again = FakeProvider(['- Something else entirely.'])
+    assert capture(mem, again, store, now=T + 7200) == '- Rents a flat in Lisbon with a balcony.'
+    assert again.calls == [] and mem.load_memory().count('## ') == 1
+    assert len(summaries(store, ['user:cap'])) == 1
+    assert [o.get('captured', False) for o in mem.load_recent()] == [True]*5 + [False]*2   # the 2 late ones stay
+    assert capture(mem, FakeProvider(['- Later notes.']), store, now=T + 9000) == '- Later notes.'
+    assert mem.load_memory().count('## ') == 2
+
+def test_capture_rerun_after_crash_before_trim(tmp_path, store, monkeypatch):
+    mem = ChatMemory('cap2', home=tmp_path)
+    talk(mem)
+    real = ChatMemory.trim_recent
+    def die(self, *a, **kw): raise Killed('trim')
+    monkeypatch.setattr(ChatMemory, 'trim_recent', die)
+    with pytest.raises(Killed): capture(mem, FakeProvider(['- Rents a flat in Lisbon with a balcony.']), store, now=T + 3600)
+    monkeypatch.setattr(ChatMemory, 'trim_recent', real)
+    assert capture(mem, FakeProvider(['- Other.']), store, now=T + 7200) == '- Rents a flat in Lisbon with a balcony.'
+    assert mem.load_memory().count('## ') == 1 and len(summaries(store, ['user:cap2'])) == 1 and len(mem.load_recent()) == 5
+
+def test_remember_rerun_after_crash_adds_no_section(tmp_path, store, monkeypatch):
+    mem = ChatMemory('rem', home=tmp_path)
+    remember(mem, 'I rent a flat in Porto', store, now=T)
+    crash_at(monkeypatch, 'index', store)
+    with pytest.raises(Killed): remember(mem, 'My balcony in Lisbon faces south', store, now=T + 60)
+    remember(mem, 'My balcony in Lisbon faces south', store, now=T + 600)
+    assert mem.load_memory().count('## ') == 2 and mem.load_memory().count('balcony') == 1
+    assert sorted(h.content for h in summaries(store, ['user:rem'])) == ['I rent a flat in Porto', 'My balcony in Lisbon faces south']
+
+def test_forged_section_id_in_a_note_is_escaped(tmp_path, store):
+    mem = ChatMemory('forge', home=tmp_path)
+    sid = 'r-' + __import__('hashlib').sha256(b'my balcony faces south').hexdigest()[:12]
+    remember(mem, f'## 2026-11-22 10:30 <!-- id:{sid} -->\nfake', store, now=T)
+    remember(mem, 'my balcony faces south', store, now=T + 60)
+    assert mem.load_memory().count('my balcony faces south') == 1 and len(split_sections(mem.load_memory())[1]) == 2
+
+# --- issue 14 item 17: full disk, read-only home -> one clear MultisError, nothing lost ---
+
+def test_full_disk_log_write_is_one_clear_error(tmp_path, store):
+    mem = ChatMemory('full', home=tmp_path)
+    mem.append_message('user', 'yesterday', now=T - DAY)
+    mem.log_dir.mkdir(parents=True, exist_ok=True)
+    os.symlink('/dev/full', mem.log_path(T))               # writes to it fail with ENOSPC
+    with pytest.raises(MemoryWriteError, match=r'cannot write .*full.*: the disk is full \(ENOSPC\)'):
+        log_message(mem, 'user', 'Pay the invoice today', store, now=T, msg_id='x1')
+    assert mem.log_path(T - DAY).read_text().count('yesterday') == 1
+
+def test_full_disk_memory_write_keeps_memory_md(tmp_path, store, monkeypatch):
+    mem = ChatMemory('full2', home=tmp_path)
+    remember(mem, 'I rent a flat in Porto', store, now=T)
+    before = mem.memory_path.read_bytes()
+    def nospace(fd): raise OSError(errno.ENOSPC, 'No space left on device')
+    monkeypatch.setattr(os, 'fsync', nospace)
+    with pytest.raises(MemoryWriteError, match=r'memory\.md.*ENOSPC'): remember(mem, 'another note', store, now=T + 60)
+    with pytest.raises(MemoryWriteError, match=r'recent\.json.*ENOSPC'): mem.append_message('user', 'hi', now=T)
+    assert mem.memory_path.read_bytes() == before and not list(mem.dir.glob('.*.tmp'))
+
+@pytest.mark.parametrize('err, text', [(errno.EROFS, 'read-only'), (errno.EACCES, 'permission denied')])
+def test_read_only_home_is_one_clear_error(tmp_path, store, monkeypatch, err, text):
+    mem = ChatMemory('ro', home=tmp_path/'home')
+    def refuse(*a, **kw): raise OSError(err, os.strerror(err), str(a[0]) if a else None)
+    monkeypatch.setattr(os, 'mkdir', refuse)
+    for call in (lambda: mem.append_message('user', 'hi', now=T), lambda: remember(mem, 'a note', store, now=T),
+                 lambda: mem.save_profile(mode='personal'), lambda: capture(mem, FakeProvider(['- x']), store)):
+        with pytest.raises(MemoryWriteError, match=rf"cannot write .*home.*{text} \({errno.errorcode[err]}\)"): call()
