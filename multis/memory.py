@@ -57,11 +57,13 @@ def _valid_scope(s:str)->bool:
     try: return bool(check_scopes([s]))
     except MultisError: return False
 
+_HASHED = re.compile(r'.*\+[0-9a-f]{16}', re.S)
+
 def chat_scope(chat_id, is_owner:bool=False)->str:
     "The scope of a chat's memory: `admin` for the owner, else `user:<chat id>` (the folder name if the id cannot be a scope)"
-    safe = safe_chat_id(chat_id)
+    safe, s = safe_chat_id(chat_id), str(chat_id)
     if is_owner: return 'admin'
-    return f"user:{chat_id}" if _valid_scope(f"user:{chat_id}") else f"user:{safe}"
+    return f"user:{s}" if _valid_scope(f"user:{s}") and not _HASHED.fullmatch(s) else f"user:{safe}"
 
 # %% ../nbs/11_memory.ipynb 16
 class MemoryWriteError(MultisError):

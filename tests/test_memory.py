@@ -415,3 +415,37 @@ def test_read_only_home_is_one_clear_error(tmp_path, store, monkeypatch, err, te
     for call in (lambda: mem.append_message('user', 'hi', now=T), lambda: remember(mem, 'a note', store, now=T),
                  lambda: mem.save_profile(mode='personal'), lambda: capture(mem, FakeProvider(['- x']), store)):
         with pytest.raises(MemoryWriteError, match=rf"cannot write .*home.*{text} \({errno.errorcode[err]}\)"): call()
+
+# --- issue 14 item 19: scopes and folder names are injective ---
+
+from hypothesis import given, settings, strategies as hst
+
+def test_hashed_looking_id_cannot_take_another_chats_scope(tmp_path, store):
+    victim = ChatMemory('a b', home=tmp_path)
+    remember(victim, 'my locker code is 4512', store, now=T)
+    forged = victim.scope[len('user:'):]                  # 'a_b+<hash>', chosen by an HTTP caller as its chat id
+    attacker = ChatMemory(forged, home=tmp_path)
+    assert attacker.scope != victim.scope and attacker.dir != victim.dir
+    assert store.search('locker code', scopes=['kb', attacker.scope]) == []
+    assert chat_scope('a b') != chat_scope('a_b+c8687a08aa5d6ed2')
+
+def test_existing_plain_ids_keep_their_folder_and_scope(tmp_path):
+    for cid, folder, scope in [(-100123, '-100123', 'user:-100123'), ('abc:beeper.local', None, 'user:abc:beeper.local'),
+                               ('42', '42', 'user:42'), ('+4915112345678', None, 'user:+4915112345678')]:
+        assert chat_scope(cid) == scope
+        if folder: assert safe_chat_id(cid) == folder
+
+CHAT_IDS = hst.one_of(hst.integers(), hst.text(max_size=40),
+                      hst.builds(lambda a, h: f"{a}+{h}", hst.text(max_size=10), hst.text('0123456789abcdef', min_size=16, max_size=16)),
+                      hst.sampled_from(['a b', 'a_b+c8687a08aa5d6ed2', 'admin', 'ADMIN', 'x', 'X', 'a.b', 'a_b']))
+
+def _ok(cid): return str(cid).strip() != ''
+
+@settings(max_examples=400, deadline=None)
+@given(CHAT_IDS.filter(_ok), CHAT_IDS.filter(_ok))
+def test_distinct_ids_give_distinct_scopes_and_folders(a, b):
+    if str(a) == str(b): return
+    sa, sb = chat_scope(a), chat_scope(b)
+    assert sa != sb
+    fa, fb = safe_chat_id(a), safe_chat_id(b)
+    assert fa.lower() != fb.lower()                       # distinct even on a case-insensitive file system
