@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from .core import MultisError, home_path
 from .llm import LLMError, make_provider
-from .prompts import build_prompt, excerpt, source_label
+from .prompts import build_prompt, excerpt, safe_label, source_label
 from .search import query_terms
 from .store import Store
 
@@ -41,7 +41,7 @@ def passages_text(question:str, hits:list, why:str)->str:
     "`why`, then each hit as its citation and a short excerpt"
     if not hits: return f"{why}\n\nI found nothing about that in the documents you can search."
     terms = query_terms(question)
-    items = [f"{i}. [{source_label(h)}] {h.name}\n   {excerpt(h.content, terms, 240)}" for i,h in enumerate(hits, 1)]
+    items = [f"{i}. [{source_label(h)}] {safe_label(h.name)}\n   {excerpt(h.content, terms, 240)}" for i,h in enumerate(hits, 1)]
     return why + '\n\n' + '\n'.join(items)
 
 # %% ../nbs/10_ask.ipynb 10
@@ -53,7 +53,7 @@ def ask(question:str,             # the user's question
         provider=None,            # a `Provider`, or None: answer with passages
         scopes:list|None=None,    # the caller's scopes; None = all (the owner)
         memory:str='',            # the chat's memory.md
-        recent:list|None=None,    # the conversation so far, [{'role', 'content'}...]
+        recent:list|None=None,    # the conversation so far, [{'role', 'content', 'untrusted', 'speaker'}...]
         limit:int=5,              # passages to retrieve
         max_chars:int=24_000,     # prompt size cap, in characters
         search_opts:dict|None=None, # activation_weight, decay, candidate_factor, bm25_weights
@@ -61,18 +61,19 @@ def ask(question:str,             # the user's question
         now:float|None=None,      # seconds since the epoch
         why_no_model:str='',      # what to say when `provider` is None (default: how to configure one)
         detail:bool=True,         # say why there is no written answer (False for people other than the owner)
+        contact:str|None=None,    # who asked, when it is a contact (business replies): the question is fenced as data
        )->Answer:
     "Answer a question from the documents the caller may see, citing them"
     if not question or not question.strip(): raise MultisError("ask needs a question, e.g. /ask how do I pair my phone")
     now = time.time() if now is None else now
     hits = store.search(question, limit=limit, scopes=scopes, now=now, **(search_opts or {}))
     if provider is None: ans = _fallback(question, hits, (why_no_model or no_model_note()) if detail else PUBLIC_NOTE)
-    else: ans = _generate(question, hits, provider, memory, recent, max_chars, detail)
+    else: ans = _generate(question, hits, provider, memory, recent, max_chars, detail, contact)
     if record and ans.hits: store.record_access([h.chunk_id for h in ans.hits], question, now=now)
     return ans
 
-def _generate(question, hits, provider, memory, recent, max_chars, detail=True)->Answer:
-    p = build_prompt(question, hits, memory, recent, max_chars)
+def _generate(question, hits, provider, memory, recent, max_chars, detail=True, contact=None)->Answer:
+    p = build_prompt(question, hits, memory, recent, max_chars, untrusted=contact is not None, speaker=contact)
     try: text = provider.generate(p.system, p.messages)
     except LLMError as e:
         return _fallback(question, hits, f"{e} Meanwhile, here are the best passages I found." if detail else PUBLIC_NOTE)
@@ -81,7 +82,7 @@ def _generate(question, hits, provider, memory, recent, max_chars, detail=True)-
                  f"prompt under {max_chars:,} characters.)")
     return Answer(text, [source_label(h) for h in p.hits], p.hits, provider.model, p.dropped)
 
-# %% ../nbs/10_ask.ipynb 20
+# %% ../nbs/10_ask.ipynb 22
 def provider_or_reason(cfg:dict)->tuple:
     "(provider or None, why there is none)"
     try: p = make_provider(cfg)

@@ -6,7 +6,7 @@
 __all__ = ['Conversation']
 
 # %% ../nbs/13_conversation.ipynb 2
-import time
+import hashlib, time
 from fastcore.basics import patch
 from .ask import Answer, ask_config, provider_or_reason
 from .facts import FactStore, answer_fact_question
@@ -48,9 +48,21 @@ def _acknowledge(facts:list)->str:
     return "Noted: " + '; '.join(one(t, fs) for t, fs in by_topic.items()) + '.'
 
 
+def _window(mem:ChatMemory, msg_id:str|None=None)->list:
+    "The window as prompt turns (a contact's words keep their mark and speaker), without the message `msg_id`"
+    keep = ('role', 'content', 'untrusted', 'speaker')
+    return [{k: m[k] for k in keep if k in m} for m in mem.load_recent() if msg_id is None or m.get('msg_id') != msg_id]
 
-def _window(mem:ChatMemory)->list:
-    return [{'role': m['role'], 'content': m['content']} for m in mem.load_recent()]
+def _reply_id(msg_id)->str|None:
+    "The id the reply to message `msg_id` is logged under"
+    if msg_id is None: return None
+    s = str(msg_id)
+    return f"{s}:reply" if len(s) <= 150 else 'reply:' + hashlib.sha256(s.encode('utf-8', 'surrogatepass')).hexdigest()[:24]
+
+def _taken(mem:ChatMemory, msg_id:str)->bool:
+    "Whether a message with this id is in the chat's window or among the ids trimmed from it"
+    window, seen = mem._load_window()
+    return msg_id in seen or any(m.get('msg_id') == msg_id for m in window)
 
 # %% ../nbs/13_conversation.ipynb 7
 @patch
@@ -58,21 +70,29 @@ def reply(self:Conversation, chat_id,        # the platform's chat id
           text:str,                            # the user's message
           is_owner:bool=False,                 # the owner searches every scope and shares admin memory
           now:float|None=None,                 # seconds since the epoch
-         )->Answer:
+          msg_id:str|int|None=None,            # the platform's message id: a redelivered message is answered once
+          speaker:str|None=None,               # who wrote it, when known
+          untrusted:bool=False,                # a contact's message (business chats): fenced as data in every prompt
+         )->Answer|None:                       # None when this message was answered before
     "Answer one message of a chat, remembering it"
     now, mem = time.time() if now is None else now, self.memory(chat_id, is_owner)
-    before = _window(mem)
-    log_message(mem, 'user', text, self.store, self.cfg, now)
-    stated = self.facts.remember_text(str(chat_id), text, now=now)
-    fact = answer_fact_question(self.facts, str(chat_id), text)
-    if fact is not None: ans = Answer(fact)
-    elif stated and '?' not in text: ans = Answer(_acknowledge(stated))
-    else:
-        ans = ask_config(text, self.store, self.cfg, scopes=None if is_owner else ['kb', mem.scope],
-                         memory=mem.load_memory(), recent=before, provider=self.provider, now=now, detail=is_owner)
-    n = log_message(mem, 'assistant', ans.text, self.store, self.cfg, now)
+    if msg_id is not None and _taken(mem, _reply_id(msg_id)): return None
+    before = _window(mem, None if msg_id is None else str(msg_id))
+    log_message(mem, 'user', text, self.store, self.cfg, now, speaker, msg_id=msg_id, untrusted=untrusted)
+    ans = self._answer(mem, text, is_owner, now, before, (speaker or 'a contact') if untrusted else None)
+    n = log_message(mem, 'assistant', ans.text, self.store, self.cfg, now, msg_id=_reply_id(msg_id))
     self._after(mem, n, now)
     return ans
+
+@patch
+def _answer(self:Conversation, mem:ChatMemory, text:str, is_owner:bool, now:float, before:list, contact:str|None)->Answer:
+    "A fact, an acknowledgement, or the ask pipeline's answer"
+    stated = self.facts.remember_text(mem.chat_id, text, now=now)
+    fact = answer_fact_question(self.facts, mem.chat_id, text)
+    if fact is not None: return Answer(fact)
+    if stated and '?' not in text: return Answer(_acknowledge(stated))
+    return ask_config(text, self.store, self.cfg, scopes=None if is_owner else ['kb', mem.scope], memory=mem.load_memory(),
+                      recent=before, provider=self.provider, now=now, detail=is_owner, contact=contact)
 
 @patch
 def _after(self:Conversation, mem:ChatMemory, n:int, now:float):
