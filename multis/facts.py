@@ -285,6 +285,14 @@ def _hedged(text:str, start:int, prev:int=-1)->bool:
     return bool(_HEDGE.search(pre))
 
 # %% ../nbs/12_facts.ipynb 45
+_ONLY = re.compile(r'(?i)^(?:(?:now|currently|these\s+days)\s+)?(?:only|just|nothing\s+but)\b[\s:,]*')
+_ONLY_END = re.compile(r'(?i)[\s,]+only$')
+
+def _only(rest:str)->tuple:
+    "(rest without a leading 'only', 'just', 'now only'..., whether it was there: the list is only these)"
+    m = _ONLY.match(rest)
+    return (rest[m.end():], True) if m else (rest, False)
+
 def _statement(subj:str, colon:bool, rest:str, source:str)->_Statement|None:
     "The fact stated by 'my <subj> is/are/: <rest>', or None"
     if re.search(r"(?i)^\S+['’]s?\b|n['’]t\b|\bnot\b", subj): return None
@@ -292,22 +300,26 @@ def _statement(subj:str, colon:bool, rest:str, source:str)->_Statement|None:
     if p is None or (not p['pref'] and p['topic'] in _CLAUSE_NOUNS) or normalize_topic(p['topic']) != p['topic']: return None
     rest = _FILLER.sub(' ', rest).lstrip(' :,')
     if re.match(r"(?i)(?:not|never|no\s+longer|neither)\b", rest): return None
+    rest, only = _only(rest)
     numbered = _numbered(re.sub(r'(?i)^(?:now|currently|still|actually|these\s+days)\b[\s:,]*', '', rest))
-    if numbered is not None: return _ranked(p, *numbered, source)
+    if numbered is not None: return _ranked(p, *numbered, source, only)
     if p['plural'] and re.match(r'\(?\d{1,3}[.):]\s|#\s?\d', rest): return None   # a list not starting at 1: not understood
     v, q, _ = _cut(rest)
     if q: return None
-    return _unnumbered(p, colon, _value(v), source)
+    v, end = _ONLY_END.sub('', v.rstrip()), _ONLY_END.search(v.rstrip()) is not None
+    return _unnumbered(p, colon, _value(v), source, only or end)
 
 # %% ../nbs/12_facts.ipynb 47
-def _ranked(p:dict, items:list, question:bool, source:str)->_Statement|None:
-    "A ranked-list statement from (rank, value) items"
+def _ranked(p:dict, items:list, question:bool, source:str, only:bool=False)->_Statement|None:
+    "A ranked-list statement from (rank, value) items: a full new list (replaces) or rank updates"
     items = {r: v for r, v in items if r and 1 <= r <= MAX_RANK and _good_value(v)}
     if question or not p['pref'] or not items or (p['rank'] or 0) > MAX_RANK: return None
     if p['rank']: return _Statement(p['topic'], 'ranked', [(p['rank'], items[min(items)])], False, source)
-    return _Statement(p['topic'], 'ranked', sorted(items.items()), True, source)
+    ranked = sorted(items.items())
+    if only: return _Statement(p['topic'], 'ranked', [(i, v) for i, (_, v) in enumerate(ranked, 1)], True, source)
+    return _Statement(p['topic'], 'ranked', ranked, len(ranked) >= 2 and ranked[0][0] == 1, source)
 
-def _unnumbered(p:dict, colon:bool, v:str, source:str)->_Statement|None:
+def _unnumbered(p:dict, colon:bool, v:str, source:str, only:bool=False)->_Statement|None:
     "A single, a one-rank update or a list in typed order"
     if p['rank']: return _ranked(p, [(p['rank'], v)], False, source)
     if not p['pref']:
@@ -316,7 +328,7 @@ def _unnumbered(p:dict, colon:bool, v:str, source:str)->_Statement|None:
     vals = [o for o in map(_value, _split_list(v))][:MAX_RANK]
     if not (p['plural'] or (colon and len(vals) > 1)):
         return _Statement(p['topic'], 'single', [(None, v)], False, source) if _good_value(v) else None
-    return _ranked(p, list(enumerate(vals, 1)), False, source)
+    return _ranked(p, list(enumerate(vals, 1)), False, source, only)
 
 # %% ../nbs/12_facts.ipynb 48
 MAX_FACT_TEXT = 5000  # longer texts are documents, not statements about the user: nothing is extracted
@@ -484,7 +496,7 @@ def remember_text(self:FactStore, chat_id,  # the chat the message came from
                 out.append(_checked(chat_id, s.topic, s.kind, value, rank, now)); self._upsert(out[-1], s.source)
     return out
 
-# %% ../nbs/12_facts.ipynb 74
+# %% ../nbs/12_facts.ipynb 75
 _QUESTION = re.compile(r"""^\s*(?:(?:hey|hi|ok|okay|so|and|also|btw|please|quick\s+question)[,!]?\s+)*
   (?P<lead>(?:(?:can|could|would)\s+you\s+(?:please\s+)?(?:tell\s+me|list|show\s+me|show|give\s+me|remind\s+me(?:\s+of)?|recall)
             |do\s+you\s+(?:know|remember|recall)|tell\s+me|list|show\s+me|show|give\s+me|remind\s+me(?:\s+of)?|recall|name)?
@@ -502,14 +514,14 @@ def _question(text:str)->dict|None:
     kind = 'ordinal' if p['rank'] else 'list' if many else 'single'
     return dict(p, kind=kind, phrase=re.sub(r'\s+', ' ', m['phrase'].strip()))
 
-# %% ../nbs/12_facts.ipynb 75
+# %% ../nbs/12_facts.ipynb 76
 def parse_fact_question(text:str, # the user's message
                        )->tuple|None: # (topic, rank or None, 'ordinal'|'list'|'single'), or None
     "Recognise a question about a stated fact: one rank, the whole list, or a single value"
     q = _question(text)
     return (q['topic'], q['rank'], q['kind']) if q else None
 
-# %% ../nbs/12_facts.ipynb 78
+# %% ../nbs/12_facts.ipynb 79
 def _label(q:dict)->str:
     "The typed phrase without its rank, with 'favourite' added when the rank implied it"
     words = q['phrase'].split()
@@ -524,7 +536,7 @@ def _singular_label(label:str)->str:
     words = label.split()
     return ' '.join(words[:-1] + [singular(words[-1].lower()) if words[-1].isalpha() else words[-1]])
 
-# %% ../nbs/12_facts.ipynb 80
+# %% ../nbs/12_facts.ipynb 81
 def _first(facts:list)->Fact|None:
     "The newer of the single value and rank 1 (the single on a tie)"
     c = [f for f in facts if f.kind == 'single' or f.rank == 1]
@@ -539,7 +551,7 @@ def _reply(q:dict, facts:list)->str:
     f = _first(facts) if rank == 1 else next((o for o in ranked if o.rank == rank), None)
     return f"Your {_ordinal_label(rank, label)} is {f.value}." if f else ABSENT
 
-# %% ../nbs/12_facts.ipynb 81
+# %% ../nbs/12_facts.ipynb 82
 def answer_fact_question(facts:FactStore, # the facts table
                          chat_id,         # the chat asking; only its facts are read
                          text:str,        # the user's message

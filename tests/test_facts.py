@@ -198,3 +198,32 @@ def test_raw_connection_and_store_share_the_table(tmp_path):
     conn.close()
     with Store(p) as st:
         assert answer_fact_question(FactStore(st), 'c', 'list my favourite drinks') == 'Your favourite drinks: 1. coffee, 2. water.'
+
+# --- issue 14 item 23: restating one rank updates that rank; a full new list or "only" replaces the list ---
+
+def test_restating_one_rank_keeps_the_other_ranks(tmp_path):
+    with Store(tmp_path/'multis.db') as st:
+        fs = FactStore(st)
+        fs.remember_text('c', 'my favourite colours are 1) blue 2) green', now=1)
+        fs.remember_text('c', 'my favourite colours are 1) red', now=2)
+        assert [(f.rank, f.value) for f in fs.get_facts('c', 'favorite_color')] == [(1, 'red'), (2, 'green')]
+        assert answer_fact_question(fs, 'c', 'what is my second favourite colour?') == 'Your second favourite colour is green.'
+        fs.remember_text('c', 'My third favourite colour is black', now=3)
+        assert [f.value for f in fs.get_facts('c', 'favorite_color')] == ['red', 'green', 'black']
+
+@pytest.mark.parametrize('text, want', [
+    ('my favourite colours are now only red', [(1, 'red')]),
+    ('My favourite colours are just teal and pink.', [(1, 'teal'), (2, 'pink')]),
+    ('my favourite colours are red only', [(1, 'red')]),
+    ('my favourite colours are 1) teal 2) pink', [(1, 'teal'), (2, 'pink')]),
+    ('my favourite colours are teal, pink', [(1, 'teal'), (2, 'pink')]),
+    ('my favourite colours are red', [(1, 'red'), (2, 'green'), (3, 'black')]),
+    ('my favourite colours are 2) pink 3) white', [(1, 'blue'), (2, 'pink'), (3, 'white')]),
+    ('my second favourite colour is pink', [(1, 'blue'), (2, 'pink'), (3, 'black')]),
+])
+def test_full_new_list_replaces_and_partial_restatement_updates(tmp_path, text, want):
+    with Store(tmp_path/'multis.db') as st:
+        fs = FactStore(st)
+        fs.remember_text('c', 'my favourite colours are 1) blue 2) green 3) black', now=1)
+        fs.remember_text('c', text, now=2)
+        assert [(f.rank, f.value) for f in fs.get_facts('c', 'favorite_color') if f.kind == 'ranked'] == want
