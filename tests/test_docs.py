@@ -1,5 +1,5 @@
 "The offline docs build (tools/build_docs.py): one page per notebook, navigation, API docs, outputs, no Quarto, no network"
-import json, re, subprocess, sys, textwrap
+import json, re, shutil, subprocess, sys, textwrap
 from pathlib import Path
 import pytest
 
@@ -114,3 +114,73 @@ def test_check_finds_missing_entries_and_empty_pages(tmp_path):
     assert sorted(build_docs.check(out, pages, tmp_path)) == ['empty.html: empty page', 'foo.html: foo.baz has no API entry']
     (out/'foo.html').unlink()
     assert 'foo.html: not written' in build_docs.check(out, pages, tmp_path)
+
+# ---- the Quarto project: _quarto.yml at the top level, and the one nbdev_docs uses (issue 14, item 26)
+
+def test_top_level_quarto_yml_is_the_one_nbdev_reads():
+    top, link = REPO/'_quarto.yml', REPO/'nbs'/'_quarto.yml'
+    assert top.is_file() and not top.is_symlink()
+    assert link.is_symlink() and link.resolve() == top.resolve(), 'nbdev 2.4.7 reads <nbs_path>/_quarto.yml'
+    assert build_docs.quarto_problems() == []
+    assert build_docs.stylesheets() == ['styles.css']
+
+def test_quarto_problems_name_a_missing_or_stale_config(tmp_path):
+    (tmp_path/'nbs').mkdir()
+    assert build_docs.quarto_problems(tmp_path) == ['_quarto.yml: missing at the top level']
+    (tmp_path/'_quarto.yml').write_text('format:\n  html:\n    css: site-extra.css\n')
+    (tmp_path/'nbs'/'_quarto.yml').write_text('project:\n  type: website\n')   # a copy, not the link: it drifts
+    assert build_docs.quarto_problems(tmp_path) == ['nbs/_quarto.yml: must be a symlink to ../_quarto.yml (nbdev reads <nbs_path>/_quarto.yml)']
+    (tmp_path/'nbs'/'_quarto.yml').unlink(); (tmp_path/'nbs'/'_quarto.yml').symlink_to('../_quarto.yml')
+    assert build_docs.quarto_problems(tmp_path) == ['_quarto.yml: stylesheet site-extra.css not in nbs/']
+    assert build_docs.stylesheets(tmp_path) == ['site-extra.css']
+
+PROC = textwrap.dedent("""
+    import sys; from pathlib import Path
+    sys.path.insert(0, {tools!r}); import build_docs
+    build_docs.main_proc(Path(sys.argv[1]))
+""").format(tools=str(REPO/'tools'))
+
+def _project(tmp:Path, *cells)->Path:
+    "A one-notebook nbdev project with this repository's settings.ini and _quarto.yml layout"
+    shutil.copy(REPO/'settings.ini', tmp/'settings.ini')
+    (tmp/'multis').mkdir(); (tmp/'multis'/'__init__.py').write_text('')
+    (tmp/'nbs').mkdir(); shutil.copy(REPO/'nbs'/'styles.css', tmp/'nbs'/'styles.css')
+    (tmp/'_quarto.yml').write_text((REPO/'_quarto.yml').read_text() + '# marker: the top-level file\n')
+    (tmp/'nbs'/'_quarto.yml').symlink_to('../_quarto.yml')
+    (tmp/'nbs'/'index.ipynb').write_text(_nb(('markdown', '# Home\n> the tour', []), *cells))
+    return tmp
+
+def _proc(tmp): return subprocess.run([sys.executable, '-c', PROC, str(tmp)], cwd=tmp, capture_output=True, text=True, timeout=300)
+
+def test_nbdev_proc_uses_the_top_level_quarto_yml(tmp_path):
+    "nbdev's own processing (what nbdev_docs runs before Quarto) copies the top-level _quarto.yml into _proc/"
+    p = _project(tmp_path, ('code', 'x = 1', []))
+    r = _proc(p)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (p/'_proc'/'_quarto.yml').read_text() == (p/'_quarto.yml').read_text()
+    assert '# marker: the top-level file' in (p/'_proc'/'_quarto.yml').read_text()
+    assert (p/'_proc'/'index.ipynb').exists() and (p/'_proc'/'styles.css').exists()
+    assert (p/'nbs'/'_quarto.yml').is_symlink()   # nbdev's refresh_quarto_yml left the link alone
+
+def test_nbdev_proc_fails_on_a_notebook_error(tmp_path):
+    "06_search's bug: a cell mixing an import with code runs in the docs build without the notebook's earlier cells"
+    p = _project(tmp_path, ('code', '#| export\ndef half(x): return x / 2', []), ('code', 'docs = [1, 2]', []),
+                 ('code', 'import math\nmath.floor(half(len(docs)))', []))
+    r = _proc(p)
+    assert r.returncode == 1
+    assert "nbdev_proc_nbs failed: Error in notebook: Home in cell" in r.stderr
+    assert "NameError: name 'docs' is not defined" in r.stderr.splitlines()[-1]
+
+def test_docs_processing_runs_search_and_the_workbench(tmp_path):
+    "nbdev's processors (exec_show_docs runs export cells and any cell holding an import) pass on these notebooks"
+    code = textwrap.dedent("""
+        import sys; from pathlib import Path
+        from nbdev.serve_drv import exec_nb
+        from nbdev.processors import FilterDefaults
+        for nb in sys.argv[2:]: exec_nb(Path('nbs')/nb, Path(sys.argv[1])/nb, FilterDefaults)
+    """)
+    nbs = ['06_search.ipynb', '30_explorer.ipynb', '31_experiments.ipynb']
+    r = subprocess.run([sys.executable, '-W', 'ignore', '-c', code, str(tmp_path), *nbs], cwd=REPO, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.glob('*.ipynb')) == nbs

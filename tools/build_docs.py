@@ -3,7 +3,15 @@
     python tools/build_docs.py                 # build _docs/
     python tools/build_docs.py --out DIR       # build somewhere else
     python tools/build_docs.py --check         # build into a temp dir; exit 1 if a module has no page, a page is
-                                               # empty, a sidebar link is broken or an exported symbol has no API entry
+                                               # empty, a sidebar link is broken, an exported symbol has no API entry
+                                               # or nbdev would not use the top-level _quarto.yml
+    python tools/build_docs.py --proc          # run what `nbdev_docs` runs before Quarto (nbdev's `_pre_docs`: nbdev.yml,
+                                               # sidebar, `proc_nbs` into _proc/) without installing Quarto; exit 1 on
+                                               # any notebook error or if _proc/_quarto.yml is not the top-level one
+
+The Quarto project is `_quarto.yml` at the top level; `nbs/_quarto.yml` is a symlink to it, because nbdev 2.4.7 reads
+`<nbs_path>/_quarto.yml` (`refresh_quarto_yml` writes its default there when none exists, `proc_nbs` copies it into
+`_proc/`). This build reads the same file for the stylesheets it names.
 
 Pages follow nbdev's processors: `#| hide`, `#| export`, `#| exporti`, `#| default_exp` and `#| include: false` cells
 are dropped (the same cell rules as tools/make_readme.py), every exported public function or class gets an API entry
@@ -302,11 +310,12 @@ def page_html(p:dict, pages:list, site:dict)->str:
                      for q in pages)
     toc = '\n'.join(f'<li><a href="#{a}">{html.escape(re.sub(r"`", "", t))}</a></li>' for t, a in p['toc'])
     sub = f'<div class="description">{page_md_inline(p["subtitle"])}</div>' if p['subtitle'] else ''
+    css = ''.join(f'<link rel="stylesheet" href="{html.escape(c)}">' for c in site.get('css', ['styles.css']))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{html.escape(p['title'])} – {html.escape(site['title'])}</title>
 <meta name="description" content="{html.escape(p['subtitle'] or site['description'])}">
-<link rel="stylesheet" href="site.css"><link rel="stylesheet" href="styles.css">{MATHJAX if p.get('math') else ''}
+<link rel="stylesheet" href="site.css">{css}{MATHJAX if p.get('math') else ''}
 </head><body>
 <header class="topbar"><a href="index.html">{html.escape(site['title'])}</a></header>
 <div class="layout">
@@ -329,6 +338,25 @@ MATHJAX = ('\n<script>window.MathJax={tex:{inlineMath:[["$","$"]],displayMath:[[
 
 def page_md_inline(s:str)->str: return MarkdownIt('commonmark').renderInline(s)
 
+def quarto(repo:Path=REPO)->dict:
+    "The top-level `_quarto.yml` ({} when there is none)"
+    import yaml
+    f = repo/'_quarto.yml'
+    return (yaml.safe_load(f.read_text(encoding='utf-8')) or {}) if f.exists() else {}
+
+def stylesheets(repo:Path=REPO)->list:
+    "The stylesheets `_quarto.yml` names for HTML (`format.html.css`), relative to nbs/ as in Quarto's _proc/"
+    css = (((quarto(repo).get('format') or {}).get('html') or {}).get('css')) or ['styles.css']
+    return [css] if isinstance(css, str) else list(css)
+
+def quarto_problems(repo:Path=REPO, nbs:Path|None=None)->list:
+    "Why nbdev would not use the top-level `_quarto.yml` ([] when it would)"
+    top, link = repo/'_quarto.yml', (nbs or repo/'nbs')/'_quarto.yml'
+    if not top.exists(): return ['_quarto.yml: missing at the top level']
+    if not link.exists() or link.resolve() != top.resolve():
+        return [f'{link.relative_to(repo)}: must be a symlink to ../_quarto.yml (nbdev reads <nbs_path>/_quarto.yml)']
+    return [f'_quarto.yml: stylesheet {c} not in nbs/' for c in stylesheets(repo) if not (link.parent/c).exists()]
+
 def settings(repo:Path)->dict:
     "title, description, copyright from settings.ini (read as text: no nbdev config lookup)"
     import configparser
@@ -338,7 +366,7 @@ def settings(repo:Path)->dict:
 
 def build(out:Path, nbs:Path=REPO/'nbs', repo:Path=REPO)->list:
     "Write the site into `out`; returns the rendered pages"
-    site = settings(repo)
+    site = dict(settings(repo), css=stylesheets(repo))
     pages = [render(nb, {}) for nb in notebooks(nbs)]
     symbols = {}
     for p in pages:
@@ -352,8 +380,9 @@ def build(out:Path, nbs:Path=REPO/'nbs', repo:Path=REPO)->list:
         search.append(dict(title=p['title'], url=p['name'], text=p['subtitle']))
         search += [dict(title=f"{p['title']}: {t}", url=f"{p['name']}#{a}", text=re.sub(r'\s+', ' ', x).strip()[:500])
                    for t, a, x in p['sections']]
-    if (nbs/'styles.css').exists(): shutil.copy(nbs/'styles.css', out/'styles.css')
-    else: (out/'styles.css').write_text('', encoding='utf-8')
+    for css in stylesheets(repo):
+        if (nbs/css).exists(): shutil.copy(nbs/css, out/css)
+    if not (out/'styles.css').exists(): (out/'styles.css').write_text('', encoding='utf-8')
     (out/'site.css').write_text(LAYOUT_CSS + pygments_css(), encoding='utf-8')
     (out/'search.json').write_text(json.dumps(search, indent=1, ensure_ascii=False), encoding='utf-8')
     return pages
@@ -391,17 +420,44 @@ def check(out:Path, pages:list, repo:Path=REPO)->list:
             for s in sorted(module_symbols(py) - documented): errs.append(f'{p["name"]}: {p["module"]}.{s} has no API entry')
     return errs
 
+def proc_nbs(repo:Path=REPO, n_workers:int=2)->Path:
+    "nbdev's `_pre_docs` (what `nbdev_docs` runs before Quarto) minus its Quarto install: returns `_proc/`"
+    import os
+    from unittest.mock import patch as mock_patch
+    os.chdir(repo)  # nbdev finds settings.ini from the working directory
+    import nbdev.quarto as q
+    with mock_patch.object(q, '_ensure_quarto', lambda: None):  # it would download Quarto and run `sudo dpkg -i`
+        return q._pre_docs(n_workers=n_workers, force=True)[0]
+
+def _first_error(e:BaseException)->str:
+    "The notebook and cell, and the error under it, from a `proc_nbs` failure (its cause is a worker's traceback)"
+    head = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    tb = str(e.__cause__ or '')
+    errs = re.findall(r'^((?:\w+\.)*\w+(?:Error|Exception)\b.*)$', tb, re.M)
+    return head + (f' -> {errs[-1]}' if errs else '')
+
+def main_proc(repo:Path=REPO)->None:
+    "`--proc`: run nbdev's notebook processing; exit 1 naming the failing notebook cell, or a stale `_quarto.yml`"
+    try: cache = proc_nbs(repo)
+    except Exception as e: sys.exit(f'nbdev_proc_nbs failed: {_first_error(e)}')
+    top, used = repo/'_quarto.yml', cache/'_quarto.yml'
+    if not used.exists() or used.read_bytes() != top.read_bytes():
+        sys.exit('nbdev_proc_nbs: _proc/_quarto.yml is not the top-level _quarto.yml')
+    print(f'nbdev_proc_nbs: {len(list(cache.glob("*.ipynb")))} notebooks processed into {cache.name}/ with the top-level _quarto.yml')
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--out', type=Path, help='output folder (default: _docs, or a temp dir with --check)')
     ap.add_argument('--check', action='store_true', help='build and exit 1 on a missing/empty page, broken link or undocumented export')
+    ap.add_argument('--proc', action='store_true', help="run nbdev's proc_nbs (what nbdev_docs runs before Quarto); exit 1 on an error")
     a = ap.parse_args(argv)
+    if a.proc: return main_proc()
     with tempfile.TemporaryDirectory() as tmp:
         out = a.out or (Path(tmp) if a.check else REPO/'_docs')
         pages = build(out)
         mods = [p for p in pages if p['module']]
         if a.check:
-            errs = check(out, pages)
+            errs = check(out, pages) + quarto_problems()
             for e in errs: print(e, file=sys.stderr)
             if errs: sys.exit(f'docs check failed: {len(errs)} problem(s)')
         print(f'{len(pages)} pages ({len(mods)} modules, {sum(len(p["api"]) for p in pages)} API entries) -> {out}')

@@ -2,9 +2,11 @@
 # The whole test suite, in the order CI runs it. Every step must pass; the first failure stops the run.
 #   1. notebooks are clean (nbdev_clean changes nothing)
 #   2. the package is in sync with the notebooks (nbdev_export changes nothing)
-#   3. nbdev_test runs every notebook top to bottom
-#   4. pytest (tests/, not the live ones); "no tests collected" (exit 5) is a failure
-#   5. ruff finds no undefined or redefined names in the package
+#   3. README.md is index.ipynb's; the offline docs build has every page; nbdev_proc_nbs (what nbdev_docs runs before
+#      Quarto, into _proc/) passes on every notebook and uses the top-level _quarto.yml
+#   4. nbdev_test runs every notebook top to bottom
+#   5. pytest (tests/, not the live ones); "no tests collected" (exit 5) is a failure
+#   6. ruff finds no undefined or redefined names in the package
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -d .venv/bin ] && export PATH="$PWD/.venv/bin:$PATH"
@@ -37,6 +39,9 @@ python tools/make_readme.py --check
 
 step "docs build: every module has a page"
 python tools/build_docs.py --check
+
+step "docs processing: nbdev_proc_nbs, as nbdev_docs runs it before Quarto"
+python tools/build_docs.py --proc
 
 step "nbdev_test"
 nbdev_test --n_workers 2 --timing
