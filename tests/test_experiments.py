@@ -1,12 +1,13 @@
 "Tests of multis.experiments against the installed package: BEIR samples, sweeps and the simulated access log"
-import random
+import json, random, subprocess, sys
 from pathlib import Path
 
 import pytest
 
 from multis.evaluate import beir_store, search_fn
-from multis.experiments import (access_log, beir_sample, best_setting, mrr_table, simulate_refinding, sweep,
-                                weight_grid)
+from multis.core import MultisError
+from multis.experiments import (access_log, beir_sample, best_setting, figures, load_eval, mrr_table, simulate_refinding,
+                                sweep, weight_grid)
 from multis.ranking import load_beir, mrr
 from multis.search import query_terms
 
@@ -152,3 +153,59 @@ def test_scifact_activation_helps_refinding(scifact_sample):
     tab = {(r['weight'], r['kind']): r['mrr'] for r in mrr_table(rows, by=('weight', 'kind'))}
     assert tab[(20, 'refind')] > tab[(0, 'refind')]
     assert tab[(20, 'fresh')] <= tab[(0, 'fresh')] + 1e-9
+
+
+# ---- where the evaluation data comes from (issue 14, item 25): MULTIS_EVAL_DIR or an argument, never a guess
+
+def write_beir(d:Path, corpus:dict, queries:dict, qrels:dict):
+    "`corpus, queries, qrels` as a BEIR folder, the same qrels for train and test"
+    (d/'qrels').mkdir(parents=True)
+    (d/'corpus.jsonl').write_text(''.join(json.dumps({'_id': k, **v}) + '\n' for k, v in corpus.items()))
+    (d/'queries.jsonl').write_text(''.join(json.dumps({'_id': k, 'text': v}) + '\n' for k, v in queries.items()))
+    rows = ''.join(f'{q}\t{doc}\t{g}\n' for q, ds in qrels.items() for doc, g in ds.items())
+    for split in ('train', 'test'): (d/'qrels'/f'{split}.tsv').write_text('query-id\tcorpus-id\tscore\n' + rows)
+
+
+def test_without_eval_dir_the_demo_says_so_and_shows_no_published_figure(monkeypatch, tmp_path):
+    monkeypatch.delenv('MULTIS_EVAL_DIR', raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path.parent/'shared'/'eval'/'scifact').mkdir(parents=True, exist_ok=True)   # beside the "clone": not read
+    data = load_eval('scifact')
+    assert data.synthetic and data.label.startswith('SYNTHETIC DEMO') and 'MULTIS_EVAL_DIR' in data.label
+    with beir_store(data.test[0]) as st: res = evaluate_fn(st, data.test)
+    out = figures({'multis (defaults)': res}, data)
+    assert out.splitlines()[0] == data.label
+    assert '0.679' not in out and '0.663' not in out and 'Lucene' not in out
+
+
+def test_eval_dir_from_env_or_argument_reads_the_real_set(monkeypatch, tmp_path, toy):
+    write_beir(tmp_path/'eval'/'scifact', *toy)
+    monkeypatch.setenv('MULTIS_EVAL_DIR', str(tmp_path/'eval'))
+    data = load_eval('scifact')
+    assert not data.synthetic and data.label == 'scifact from $MULTIS_EVAL_DIR/scifact'
+    assert data.test[0].keys() == toy[0].keys() and data.train[1] == toy[1]
+    with beir_store(data.test[0]) as st: res = evaluate_fn(st, data.test)
+    out = figures({'multis (defaults)': res}, data).splitlines()
+    assert out[0].startswith('multis (defaults)') and 'SYNTHETIC' not in '\n'.join(out)
+    assert out[1:] == ['BM25 (BEIR, Lucene flat)   nDCG@10 0.679', 'multis for Node.js         nDCG@10 0.663']
+    monkeypatch.delenv('MULTIS_EVAL_DIR')
+    assert load_eval('scifact', tmp_path/'eval').label == f'scifact from {tmp_path/"eval"}/scifact'
+
+
+def test_eval_dir_without_the_set_is_an_error_not_the_demo(monkeypatch, tmp_path):
+    monkeypatch.setenv('MULTIS_EVAL_DIR', str(tmp_path))
+    with pytest.raises(MultisError, match=r'scifact: no scifact set there \(MULTIS_EVAL_DIR'): load_eval('scifact')
+
+
+def test_experiments_notebook_reads_only_the_env_var():
+    "The notebook's code never names a folder beside the clone: its data is load_eval's"
+    nb = json.loads((Path(__file__).resolve().parents[1]/'nbs'/'31_experiments.ipynb').read_text())
+    code = '\n'.join(''.join(c['source']) for c in nb['cells'] if c['cell_type'] == 'code')
+    assert 'shared/eval' not in code and 'SCIFACT' not in code
+    assert "data = load_eval('scifact')" in code
+    assert 'Lucene BM25 0.679' not in code and 'for k, v in PUBLISHED.items(): print' not in code  # only via `figures`
+
+
+def evaluate_fn(store, split):
+    from multis.ranking import evaluate
+    return evaluate(search_fn(store), split[1], split[2])
