@@ -23,7 +23,8 @@ def test_ci_runs_the_readme_test_command():
 
 def test_test_script_order():
     s = (REPO/'tools'/'test.sh').read_text()
-    steps = [s.index(k) for k in ('nbdev_clean', 'nbdev_export', 'nbdev_test', 'pytest', 'ruff check multis --select F821,F811')]
+    steps = [s.index(k) for k in ('\nnbdev_clean', '\nnbdev_export', '\npython tools/build_docs.py --proc', '\nnbdev_test',
+                                  '\npython -m pytest', '\nruff check multis --select F821,F811')]
     assert steps == sorted(steps)
     assert 'set -euo pipefail' in s
 
@@ -42,3 +43,80 @@ def test_readme_is_generated_from_index():
     import subprocess, sys
     r = subprocess.run([sys.executable, str(REPO/'tools'/'make_readme.py'), '--check'], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+# ---- the workbench (issue 14, item 24): `pip install -e ".[explorer]"` is enough for Run All, from the venv
+
+WORKBENCH = ('30_explorer.ipynb', '31_experiments.ipynb')
+
+def _settings()->dict:
+    cfg = configparser.ConfigParser(delimiters=['='], interpolation=None); cfg.read(REPO/'settings.ini')
+    return cfg['DEFAULT']
+
+def _name(req:str)->str:
+    from packaging.requirements import Requirement
+    return Requirement(req).name.lower().replace('_', '-')
+
+def _imports(src:str, deep:bool=True)->set:
+    "Top-level names of the modules `src` imports: anywhere (a cell runs whole), or only at module level (a library's lazy imports belong to other extras)"
+    import ast
+    tree = ast.parse('\n'.join(l for l in src.splitlines() if not l.lstrip().startswith(('%', '!'))))
+    res = set()
+    for n in (ast.walk(tree) if deep else tree.body):
+        if isinstance(n, ast.Import): res |= {a.name.split('.')[0] for a in n.names}
+        elif isinstance(n, ast.ImportFrom) and n.level == 0 and n.module: res.add(n.module.split('.')[0])
+    return res
+
+def _run_all_imports()->set:
+    "What Run All of the workbench notebooks imports, following the multis modules they import"
+    import json, sys
+    todo = [(''.join(c['source']), True) for nb in WORKBENCH for c in json.loads((REPO/'nbs'/nb).read_text())['cells']
+            if c['cell_type'] == 'code']
+    mods, seen = set(), set()
+    while todo:
+        src, deep = todo.pop()
+        mods |= _imports(src, deep)
+        for mod in re.findall(r'^\s*(?:from|import) (multis(?:\.\w+)*)', src, re.M) + \
+                   [f'multis.{m}' for m in re.findall(r'^\s*from \.(\w+) import', src, re.M)]:
+            f = REPO/(mod.replace('.', '/') + '.py')
+            if f not in seen and f.exists(): seen.add(f); todo.append((f.read_text(), False))
+    return {m for m in mods if m not in sys.stdlib_module_names and m != 'multis'}
+
+def _closure(reqs:list)->set:
+    "Distributions the requirements install: themselves and, from the installed metadata, what they require"
+    from importlib import metadata
+    from packaging.requirements import Requirement
+    todo, res = [_name(r) for r in reqs], set()
+    while todo:
+        n = todo.pop()
+        if n in res: continue
+        res.add(n)
+        try: reqs = metadata.requires(n) or []
+        except metadata.PackageNotFoundError: continue
+        for r in map(Requirement, reqs):
+            if r.marker is None or r.marker.evaluate({'extra': ''}): todo.append(_name(str(r)))
+    return res
+
+def test_explorer_extra_installs_what_run_all_imports():
+    from importlib import metadata
+    s = _settings()
+    have = _closure(s['requirements'].split() + s['explorer_requirements'].split())
+    dists = metadata.packages_distributions()
+    mods = _run_all_imports()
+    assert {'nbdev', 'ipywidgets', 'pandas', 'matplotlib', 'fastcore'} <= mods
+    missing = {m: dists.get(m) for m in mods if not any(_name(d) in have for d in dists.get(m, [m]))}
+    assert not missing, f'the explorer extra lacks what the workbench notebooks import: {missing}'
+    assert {'nbdev', 'execnb', 'jupyterlab', 'numpy'} <= {_name(r) for r in s['explorer_requirements'].split()}
+
+def test_explorer_pins_agree_with_dev_requirements():
+    s = _settings()
+    pins = lambda key: {_name(r): r for r in s[key].split()}
+    dev, explorer, base = pins('dev_requirements'), pins('explorer_requirements'), pins('requirements')
+    for n in ('nbdev', 'fastcore', 'execnb'): assert explorer[n] == dev[n], n
+    assert explorer['fastcore'] == base['fastcore']
+
+def test_readme_workbench_command_uses_the_venv():
+    cmds = [c.strip() for c in _readme_commands() if '[explorer]' in c]
+    assert cmds == ['.venv/bin/pip install -q -e ".[explorer]" && .venv/bin/jupyter lab nbs/30_explorer.ipynb']
+    text = (REPO/'README.md').read_text()
+    assert not re.search(r'(?<![/\w])jupyter lab', text), 'every jupyter in the README is the venv\'s'
+    assert 'MULTIS_EVAL_DIR' in text
