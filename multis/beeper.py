@@ -84,7 +84,8 @@ def beeper_message(m, chat, me:set=frozenset(), self_chat:bool=False)->Message|N
     mine = bool(getattr(m, 'is_sender', False)) or m.sender_id in me
     return Message('beeper', chat.id, m.sender_id, m.text, is_self=mine,
                    chat_type='group' if getattr(chat, 'type', None) == 'group' else 'private',
-                   route_hint='natural' if mine and self_chat else None, sender_name=getattr(m, 'sender_name', None) or '')
+                   route_hint='natural' if mine and self_chat else None, sender_name=getattr(m, 'sender_name', None) or '',
+                   msg_id=getattr(m, 'id', None))
 
 # %% ../nbs/18_beeper.ipynb 21
 DEFAULT_URL = 'http://localhost:23373'

@@ -98,7 +98,8 @@ def to_message(tg,                    # a telegram.Message (or an object with th
     text = normalise_command(tg.text or tg.caption or '', bot_username)
     if text is None: return None
     kind = 'private' if tg.chat.type == 'private' else 'group'
-    return Message('telegram', tg.chat.id, user.id, text, chat_type=kind, sender_name=getattr(user, 'full_name', '') or '')
+    return Message('telegram', tg.chat.id, user.id, text, chat_type=kind, sender_name=getattr(user, 'full_name', '') or '',
+                   msg_id=getattr(tg, 'message_id', None))
 
 # %% ../nbs/17_telegram.ipynb 25
 def document_refusal(document,   # a telegram.Document (file_name, file_size)

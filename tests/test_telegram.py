@@ -242,3 +242,19 @@ def test_start_errors_are_clear(make_world):
     down.stop()
     w.tg.cfg, w.tg.connect_attempts = deep_merge(w.cfg, {'platforms': {'telegram': {'base_url': url}}}), 2
     with pytest.raises(MultisError, match=r'cannot reach 127\.0\.0\.1:\d+'): asyncio.run(w.tg.start())
+
+
+def test_a_redelivered_message_is_answered_once(make_world):
+    "Telegram may deliver one message again (a retried update): the same message id is recognised and not answered twice"
+    async def scenario(w):
+        assert await w.ask(OWNER, f'/start {CODE}') == ['Paired: you are the owner; send /help to see what you can do.']
+        k = len(w.srv.sent)
+        first = w.say(OWNER, 'how do I pair my phone?')
+        [answer] = (await w.wait(k + 1))[k:]
+        assert answer.startswith('Echo: how do I pair my phone?')
+        w.srv._push(message=first['message'])                   # the same message, in a new update
+        await w.nothing_more(k + 1)
+    w = make_world()
+    run(w, scenario)
+    log = next((w.home/'memory'/'chats').rglob('log/*.md')).read_text()
+    assert sum(' user**: how do I pair my phone?' in l for l in log.splitlines()) == 1
