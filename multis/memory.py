@@ -6,10 +6,10 @@
 __all__ = ['yaml', 'log', 'DAY', 'LOCK_TIMEOUT', 'TEMP_AGE', 'ROLES', 'SEEN_IDS', 'CAPTURE_SKILL', 'CAPTURE_DATA_NOTE',
            'CONTEXT_MESSAGES', 'CONTEXT_GAP', 'CONTEXT_WORDS', 'MAX_NOTE', 'safe_chat_id', 'chat_scope',
            'MemoryWriteError', 'write_error', 'writing', 'MemoryBusy', 'file_lock', 'cleanup_temp', 'ChatMemory',
-           'split_sections', 'section_id', 'CaptureSkill', 'parse_skill', 'load_capture_skill', 'capture_prompt',
-           'CaptureError', 'is_nothing_notable', 'check_summary', 'summary_chunk', 'capture', 'CaptureWorker',
-           'day_words', 'message_context', 'message_chunk_id', 'index_message', 'log_message', 'show_memory',
-           'remember', 'forget', 'apply_retention']
+           'split_sections', 'section_id', 'without_ids', 'CaptureSkill', 'parse_skill', 'load_capture_skill',
+           'capture_prompt', 'CaptureError', 'is_nothing_notable', 'check_summary', 'summary_chunk', 'capture',
+           'CaptureWorker', 'day_words', 'message_context', 'message_chunk_id', 'index_message', 'log_message',
+           'show_memory', 'remember', 'forget', 'apply_retention']
 
 # %% ../nbs/11_memory.ipynb 2
 import errno, hashlib, json, logging, os, re, threading, time, uuid
@@ -347,6 +347,10 @@ def section_id(section:str)->str|None:
     "The id in a section's header, if it has one"
     o = _SECTION.match(section)
     return o.group(2) if o else None
+
+def without_ids(text:str)->str:
+    "memory.md's text without the sections' ids (for showing it to people and models)"
+    return _SECTION_ID.sub('', text)
 
 def _defuse(text:str)->str: return _SECTION.sub(lambda o: '\\' + o.group(0), text)
 
@@ -713,7 +717,7 @@ MAX_NOTE = 4000
 
 def show_memory(mem:ChatMemory)->str:
     "The chat's memory.md (without the sections' ids), or a line saying there is none yet"
-    return _SECTION_ID.sub('', mem.load_memory()).strip() or "No memory yet: notes are added as we talk, or with /remember <note>."
+    return without_ids(mem.load_memory()).strip() or "No memory yet: notes are added as we talk, or with /remember <note>."
 
 def remember(mem:ChatMemory, note:str, store:Store, now:float|None=None)->DocChunk:
     "Add a note to memory.md and index it; returns its chunk"
