@@ -12,8 +12,8 @@ from pathlib import Path
 from fastcore.docments import docments
 from fastcore.script import Param
 from .core import MultisError
-from .config import load_config
-from .core import home_path
+from .config import load_config, report_errors
+from .core import home_path, multis_home
 from .ask import ask_config, search_options
 from .prompts import excerpt, source_label
 from .store import Store
@@ -92,7 +92,7 @@ def format_hit(h, terms:list, weight:float)->str:
 # %% ../nbs/50_cli.ipynb 12
 def search(query:str,                            # what to look for
            scope:Param("search only this scope (repeatable): kb, admin, user:<chatId>", str, action='append')=None,
-           limit:int=5,                          # number of hits
+           limit:int=10,                         # number of hits
            json_out:Param("print the hits as JSON", bool)=False,
            no_record:bool=False,                 # do not record the hits as accesses
            db:str=None,                          # database file (default: <home>/multis.db)
@@ -190,12 +190,15 @@ def build_parser()->argparse.ArgumentParser:
     for name,f in VERBS.items(): verb_parser(sub, name, f)
     return p
 
+def _check_home():
+    "Refuse a multis home that is a file, whatever the verb"
+    if (home := multis_home()).exists() and not home.is_dir():
+        raise MultisError(f"the multis home {home} is a file, not a folder: set MULTIS_HOME to a folder")
+
 def main(argv:list|None=None)->int:
     "Run `multis` with `argv` (default: the command line); returns the exit status"
     args = vars(build_parser().parse_args(argv))
     func = args.pop('_func'); args.pop('verb')
-    try: code = func(**args)
-    except MultisError as e:
-        print(f"multis: {e}", file=sys.stderr); code = 1
+    code = report_errors(lambda: _check_home() or func(**args))
     if argv is None: sys.exit(code)
     return code

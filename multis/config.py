@@ -4,13 +4,14 @@
 
 # %% auto 0
 __all__ = ['DEFAULT_CONFIG', 'ENV_KEYS', 'deep_merge', 'ConfigError', 'cfg_get', 'fill_from_env', 'config_path', 'load_config',
-           'save_config']
+           'save_config', 'error_line', 'report_errors']
 
 # %% ../nbs/01_config.ipynb 2
-import copy, json, os
+import copy, json, os, sqlite3, sys
+from typing import Callable
 from pathlib import Path
 from dotenv import dotenv_values
-from .core import MultisError, home_path, atomic_write
+from .core import MultisError, home_path, atomic_write, multis_home
 
 # %% ../nbs/01_config.ipynb 5
 DEFAULT_CONFIG = {
@@ -25,12 +26,13 @@ DEFAULT_CONFIG = {
                'log_retention_days': 30, 'retention_days': 90, 'admin_retention_days': 365, 'index_raw': False,
                'capture_interval_minutes': 15},
     'search': {'activation_weight': 2.0, 'decay': 0.5, 'candidate_factor': 3, 'bm25_weights': [1.0, 1.0, 0.5]},
-    'indexing': {'max_file_mb': 10, 'max_pages': 2000},
+    'indexing': {'max_file_mb': 10, 'max_pages': 2000, 'max_text_mb': 20, 'max_chunks_per_file': 10000,
+                 'max_parse_memory_mb': 1024},
     'embeddings': {'provider': '', 'model': '', 'base_url': '', 'api_key': '', 'weight': 0.7, 'memory_weight': 0.3},
     'governance': {'enabled': True},
     'allow_groups': False,
     'rate_limit': {'per_minute': 10, 'per_day': 200},
-    'service': {'port': 5858, 'enabled': False, 'tokens': {}},
+    'service': {'port': 5858, 'enabled': False, 'tokens': {}, 'allowed_hosts': []},
     'watch': [],
 }
 
@@ -63,7 +65,12 @@ def _type_errors(cfg:dict, defaults:dict, prefix:str='')->list:
         elif isinstance(dv, dict) and dv: errs += _type_errors(v, dv, f"{name}.")
     return errs
 
-# %% ../nbs/01_config.ipynb 13
+# %% ../nbs/01_config.ipynb 12
+def _drop_nulls(d:dict)->dict:
+    "A copy of `d` without the keys whose value is `null`, at every depth: null means unset"
+    return {k: _drop_nulls(v) if isinstance(v, dict) else v for k,v in d.items() if v is not None}
+
+# %% ../nbs/01_config.ipynb 15
 ENV_KEYS = {
     'platforms.telegram.bot_token': ['TELEGRAM_BOT_TOKEN'],
     'platforms.beeper.token': ['BEEPER_TOKEN', 'BEEPER_ACCESS_TOKEN'],
@@ -83,7 +90,7 @@ def _cfg_set(cfg:dict, key:str, value):
     for k in parents: cfg = cfg.setdefault(k, {})
     cfg[last] = value
 
-# %% ../nbs/01_config.ipynb 15
+# %% ../nbs/01_config.ipynb 17
 def fill_from_env(cfg:dict, env_file:Path|None=None, environ=None)->dict:
     "Fill empty secret keys of `cfg` (in place) from `environ`, then from the `.env` file"
     environ = os.environ if environ is None else environ
@@ -95,7 +102,7 @@ def fill_from_env(cfg:dict, env_file:Path|None=None, environ=None)->dict:
         if val: _cfg_set(cfg, key, val)
     return cfg
 
-# %% ../nbs/01_config.ipynb 18
+# %% ../nbs/01_config.ipynb 20
 def config_path()->Path:
     "Where the config lives: `<home>/config.json`"
     return home_path('config.json')
@@ -109,19 +116,41 @@ def _read_json(path:Path)->dict:
     if not isinstance(data, dict): raise ConfigError(f"{path}: the top level must be a JSON object {{...}}")
     return data
 
-# %% ../nbs/01_config.ipynb 19
+# %% ../nbs/01_config.ipynb 21
 def load_config(path:Path|str|None=None, # config file; default `<home>/config.json`
                 env:bool=True,           # fill empty secret keys from the environment and `<home>/.env`
                )->dict:                  # the full config, defaults merged in
     "Load the config: defaults, overlaid by the file, secrets filled from the environment"
     path = Path(path) if path else config_path()
-    user = _read_json(path) if path.exists() else {}
+    user = _drop_nulls(_read_json(path)) if path.exists() else {}
     if errs := _type_errors(user, DEFAULT_CONFIG): raise ConfigError(f"{path}: " + '; '.join(errs))
     cfg = deep_merge(DEFAULT_CONFIG, user)
     return fill_from_env(cfg, path.parent/'.env') if env else cfg
 
-# %% ../nbs/01_config.ipynb 21
+# %% ../nbs/01_config.ipynb 23
 def save_config(cfg:dict, path:Path|str|None=None)->Path:
     "Write `cfg` as indented JSON, atomically, readable by the owner only (0600)"
     path = Path(path) if path else config_path()
     return atomic_write(path, json.dumps(cfg, indent=2, ensure_ascii=False) + '\n', mode=0o600)
+
+# %% ../nbs/01_config.ipynb 28
+def _home_hint(home:Path)->str:
+    if home.exists() and not home.is_dir(): return f" (the multis home {home} is a file: set MULTIS_HOME to a folder)"
+    return f" (multis needs a multis home it can write: {home})"
+
+def error_line(e:BaseException)->str|None:
+    "The one line to show for `e`, or None when `e` is a bug (its traceback should show)"
+    if isinstance(e, MultisError): return str(e)
+    home = multis_home()
+    if isinstance(e, OSError):
+        what = f"{e.filename}: {e.strerror}" if e.filename and e.strerror else (e.strerror or str(e))
+        return what + _home_hint(home)
+    if isinstance(e, sqlite3.Error): return f"database error: {e}" + _home_hint(home)
+    return None
+
+def report_errors(func:Callable, *args, **kwargs)->int:
+    "`func(*args, **kwargs)`, its exit status; an error a user can act on is one line on stderr and status 1"
+    try: return func(*args, **kwargs)
+    except Exception as e:
+        if (line := error_line(e)) is None: raise
+        print(f"multis: {line}", file=sys.stderr); return 1

@@ -5,7 +5,7 @@
 # %% auto 0
 __all__ = ['log', 'PLATFORMS', 'NO_PLATFORM', 'LOG_FORMAT', 'lock_path', 'pid_path', 'state_path', 'log_path', 'daemon_state',
            'enabled_platforms', 'platform_class', 'Daemon', 'RedactingFormatter', 'config_secrets', 'daemon_logging',
-           'run_foreground', 'start', 'stop', 'status', 'main']
+           'ready_lines', 'run_foreground', 'start', 'stop', 'status', 'main']
 
 # %% ../nbs/20_daemon.ipynb 2
 import argparse, asyncio, importlib, json, logging, os, signal, subprocess, sys, threading, time
@@ -14,7 +14,7 @@ from typing import Callable
 from filelock import FileLock, Timeout
 from fastcore.basics import patch
 from .core import MultisError, atomic_write, multis_home
-from .config import cfg_get, load_config
+from .config import cfg_get, load_config, report_errors
 from .store import Store
 from .vectors import open_store, embed_in_background
 from .conversation import Conversation
@@ -258,31 +258,47 @@ def _serve_in_thread(daemon:Daemon, stopper:_Stopper, on_ready:Callable|None=Non
     if 'error' in box: raise box['error']
 
 # %% ../nbs/20_daemon.ipynb 40
-def _write_ready(home, started:float):
+def ready_lines(daemon:Daemon, home=None)->list:
+    "What `start --foreground` shows once multis runs: its pid and log, each platform, the scheduler, service and watch"
+    st, names = daemon.status, dict.fromkeys([*PLATFORMS, *daemon.platforms, *(k for k in daemon.status if k not in ('watch', 'service'))])
+    lines = [f"multis started (pid {os.getpid()}); log: {log_path(home if home is not None else daemon.home)}"]
+    lines += [f"  {n}: {st.get(n, 'off')}" for n in names]
+    if not daemon.platforms: lines.append('  no chat platform is running: only the scheduler runs')
+    n = len(daemon.scheduler.list_jobs())
+    lines.append(f"  scheduler: running, {n} scheduled job{'' if n == 1 else 's'}, checked every {daemon.tick_seconds:g} s")
+    lines.append(f"  service: {st.get('service', 'off (service.enabled is false)')}")
+    lines.append(f"  watch: {st.get('watch', 'off (no watched folders)')}")
+    return lines + ['Ctrl-C stops it.']
+
+# %% ../nbs/20_daemon.ipynb 42
+def _write_ready(home, started:float, say:Callable|None=None):
     def ready(daemon:Daemon):
         st = dict(pid=os.getpid(), started=started, platforms=daemon.status)
         atomic_write(state_path(home), json.dumps(st), mode=0o600)
         names = ', '.join(f"{k} {v}" for k,v in daemon.status.items()) or 'none'
         log.info("multis started (pid %d): platforms: %s; %d scheduled jobs", os.getpid(), names, len(daemon.scheduler.list_jobs()))
+        if say: say('\n'.join(ready_lines(daemon, home)))
     return ready
 
-# %% ../nbs/20_daemon.ipynb 41
+# %% ../nbs/20_daemon.ipynb 43
 def run_foreground(home=None,                 # the multis home; default `multis_home()`
                    provider=None,             # a Provider; default the config's
                    platforms:dict|None=None,  # name -> platform; default those the config enables
                    tick_seconds:float=30,     # how often the scheduler looks for due work
+                   say:Callable|None=None,    # shows lines on the terminal (started, stopped); None: the log only
                   )->int:                     # 0 after a clean stop, 1 if it could not run
     "Run multis in this process until SIGTERM or Ctrl-C, then finish in-flight work and stop"
     home, stopper = _home(home), _Stopper()
-    old, handlers = _install_signals(stopper), daemon_logging(home)
+    old, handlers = _install_signals(stopper), []
     try:
+        handlers = daemon_logging(home)
         lock = FileLock(str(lock_path(home)), mode=0o600)
         lock_path(home).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try: lock.acquire(timeout=2)
         except Timeout:
             log.error(msg := f"multis is already running (pid {_read_pid(home) or 'unknown'})")
             print(msg, file=sys.stderr); return 1
-        try: return _run_locked(home, stopper, handlers, provider, platforms, tick_seconds)
+        try: return _run_locked(home, stopper, handlers, provider, platforms, tick_seconds, say)
         finally:
             for p in (pid_path(home), state_path(home)): p.unlink(missing_ok=True)
             lock.release()
@@ -290,18 +306,22 @@ def run_foreground(home=None,                 # the multis home; default `multis
         for s, h in old.items(): signal.signal(s, h)
         _drop_handlers(handlers)
 
-def _run_locked(home, stopper, handlers, provider, platforms, tick_seconds)->int:
+def _run_locked(home, stopper, handlers, provider, platforms, tick_seconds, say=None)->int:
     atomic_write(pid_path(home), f"{os.getpid()}\n", mode=0o644)
     try: daemon = Daemon(home, provider=provider, platforms=platforms, tick_seconds=tick_seconds)
     except MultisError as e: log.error("multis cannot start: %s", e); print(f"multis: {e}", file=sys.stderr); return 1
     _set_secrets(handlers, config_secrets(daemon.cfg))
-    try: _serve_in_thread(daemon, stopper, _write_ready(home, time.time()))
-    except Exception: log.exception("multis crashed"); return 1
+    try: _serve_in_thread(daemon, stopper, _write_ready(home, time.time(), say))
+    except Exception:
+        log.exception("multis crashed")
+        if say: print(f"multis crashed (pid {os.getpid()}); see {log_path(home)}", file=sys.stderr)
+        return 1
     log.info("multis stopped cleanly (pid %d)", os.getpid())
+    if say: say(f"multis stopped (pid {os.getpid()})")
     return 0
 
-# %% ../nbs/20_daemon.ipynb 45
-_CHILD = 'import sys; from multis.daemon import main; sys.exit(main(["start", "--foreground"]))'
+# %% ../nbs/20_daemon.ipynb 47
+_CHILD = 'import sys; from multis.daemon import run_foreground; from multis.config import report_errors; sys.exit(report_errors(run_foreground))'
 
 def _spawn(home:Path)->subprocess.Popen:
     "Start `run_foreground` in a detached process of its own, output to the daemon log"
@@ -317,7 +337,7 @@ def _log_tail(home, offset:int, lines:int=8)->str:
     except OSError: return ''
     return '\n'.join(text.strip().splitlines()[-lines:])
 
-# %% ../nbs/20_daemon.ipynb 46
+# %% ../nbs/20_daemon.ipynb 48
 def _platform_lines(platforms:dict|None)->list:
     if not platforms: return ['  no chat platform enabled: only the scheduler runs']
     return [f"  {k}: {v}" for k,v in platforms.items()]
@@ -336,7 +356,7 @@ def _wait_ready(home:Path, proc:subprocess.Popen, offset:int, timeout:float)->in
     print(f"multis (pid {proc.pid}) did not report ready within {timeout:g} s; see {log_path(home)}", file=sys.stderr)
     return 1
 
-# %% ../nbs/20_daemon.ipynb 47
+# %% ../nbs/20_daemon.ipynb 49
 def start(foreground:bool=False, # run in this terminal until Ctrl-C, instead of in the background
           timeout:float=30,      # seconds to wait for the background daemon to be ready
          )->int:                 # 0 started (or stopped cleanly, in the foreground), 1 otherwise
@@ -344,11 +364,11 @@ def start(foreground:bool=False, # run in this terminal until Ctrl-C, instead of
     home = multis_home()
     st = daemon_state(home)
     if st['running']: print(f"multis is already running (pid {st['pid'] or 'unknown'})", file=sys.stderr); return 1
-    if foreground: return run_foreground(home)
+    if foreground: return run_foreground(home, say=lambda s: print(s, flush=True))
     offset = log_path(home).stat().st_size if log_path(home).exists() else 0
     return _wait_ready(home, _spawn(home), offset, timeout)
 
-# %% ../nbs/20_daemon.ipynb 49
+# %% ../nbs/20_daemon.ipynb 51
 def _stale_note(st:dict)->str: return f" (removed the stale pid file of process {st['stale_pid']})" if st.get('stale_pid') else ''
 
 def stop(timeout:float=60, # seconds to wait for in-flight work to finish
@@ -367,7 +387,7 @@ def stop(timeout:float=60, # seconds to wait for in-flight work to finish
     print(f"multis (pid {st['pid']}) is still finishing after {timeout:g} s; see {log_path(home)}", file=sys.stderr)
     return 1
 
-# %% ../nbs/20_daemon.ipynb 50
+# %% ../nbs/20_daemon.ipynb 52
 def _duration(s:float)->str:
     s = int(max(s, 0))
     d, h, m = s//86400, s%86400//3600, s%3600//60
@@ -381,7 +401,7 @@ def status()->int:
     print('\n'.join([f"multis is running (pid {st['pid'] or 'unknown'}{up})"] + _platform_lines(st.get('platforms'))))
     return 0
 
-# %% ../nbs/20_daemon.ipynb 53
+# %% ../nbs/20_daemon.ipynb 55
 def main(argv:list|None=None)->int:
     "`start [--foreground] [--timeout S]`, `stop [--timeout S]` or `status`; returns the exit status"
     p = argparse.ArgumentParser(prog='multis', description='start, stop or check the multis daemon')
@@ -390,7 +410,6 @@ def main(argv:list|None=None)->int:
     p.add_argument('--timeout', type=float, help='seconds to wait (start: 30, stop: 60)')
     a = p.parse_args(argv)
     kw = {} if a.timeout is None else {'timeout': a.timeout}
-    try: code = start(a.foreground, **kw) if a.verb == 'start' else stop(**kw) if a.verb == 'stop' else status()
-    except MultisError as e: print(f"multis: {e}", file=sys.stderr); code = 1
+    code = report_errors(lambda: start(a.foreground, **kw) if a.verb == 'start' else stop(**kw) if a.verb == 'stop' else status())
     if argv is None: sys.exit(code)
     return code

@@ -8,11 +8,12 @@ __all__ = ['CODE_ALPHABET', 'FIELDS', 'MODES', 'LLM_CHOICES', 'new_pairing_code'
 
 # %% ../nbs/21_init.ipynb 2
 import argparse, getpass, re, secrets, sys
+from urllib.parse import urlsplit
 from pathlib import Path
 from typing import Callable
 from fastcore.script import Param
 from .core import MultisError, multis_home
-from .config import DEFAULT_CONFIG, cfg_get, load_config, save_config
+from .config import DEFAULT_CONFIG, cfg_get, load_config, report_errors, save_config
 from .llm import DEFAULT_MODELS
 
 # %% ../nbs/21_init.ipynb 6
@@ -25,7 +26,8 @@ def new_pairing_code(n:int=8)->str:
 # %% ../nbs/21_init.ipynb 9
 FIELDS = {'mode': 'platforms.beeper.default_mode', 'telegram_token': 'platforms.telegram.bot_token',
           'llm_provider': 'llm.provider', 'llm_model': 'llm.model', 'llm_key': 'llm.api_key',
-          'llm_base_url': 'llm.base_url', 'beeper_token': 'platforms.beeper.token'}
+          'llm_base_url': 'llm.base_url', 'beeper_token': 'platforms.beeper.token',
+          'telegram_base_url': 'platforms.telegram.base_url'}
 MODES = ('personal', 'business')
 LLM_CHOICES = ('anthropic', 'openai', 'ollama', 'none')
 
@@ -39,26 +41,44 @@ def _is_own(cfg:dict, key:str)->bool:
     v = cfg_get(cfg, key)
     return v not in (None, '') and v != cfg_get(DEFAULT_CONFIG, key)
 
-# %% ../nbs/21_init.ipynb 10
-def check_answers(answers:dict)->dict:
+# %% ../nbs/21_init.ipynb 11
+_TG_TOKEN = r'\d+:[A-Za-z0-9_-]+'   # every Telegram token: the bot's id, a colon, the secret
+
+def _check_server(url:str):
+    "Refuse a Bot API server that is not an http(s) URL with a host"
+    try: u = urlsplit(url); ok = u.scheme in ('http', 'https') and u.hostname and (u.port or True)
+    except ValueError: ok = False
+    if not ok or u.query or u.fragment or re.search(r'\s', url):
+        raise MultisError(f"the Telegram Bot API server must be an http(s) URL like http://localhost:8081/bot, not {url!r}")
+
+def _check_telegram(a:dict, base_url:str=''):
+    "Check the server URL, and the token: Telegram's shape, or (for a local Bot API server) anything URL-safe"
+    if url := a.get('telegram_base_url'): _check_server(url)
+    tok, local = a.get('telegram_token'), a.get('telegram_base_url', base_url)
+    if not tok: return
+    if local and re.search(r'[\s/?#%]', tok): raise MultisError("a bot token cannot contain spaces, '/', '?', '#' or '%'")
+    if not local and not re.fullmatch(_TG_TOKEN, tok):
+        raise MultisError("that is not a Telegram bot token: @BotFather gives one like 123456789:AAH...")
+
+def check_answers(answers:dict,   # the flags' or the wizard's answers
+                  base_url:str='',# the Bot API server config.json already names, if any
+                 )->dict:
     "The answers with `none` as '' and stray spaces removed; a `MultisError` for a value that cannot be right"
     a = {k: (v.strip() if isinstance(v, str) else v) for k,v in answers.items() if v is not None}
     if a.get('mode') not in (None, *MODES): raise MultisError(f"mode must be personal or business, not {a['mode']!r}")
     if a.get('llm_provider') not in (None, *LLM_CHOICES, ''):
         raise MultisError(f"unknown LLM provider {a['llm_provider']!r}: use {', '.join(LLM_CHOICES)}")
     if a.get('llm_provider') == 'none': a['llm_provider'] = ''
-    tok = a.get('telegram_token')
-    if tok and not re.fullmatch(r'\d+:[\w-]{20,}', tok):
-        raise MultisError("that is not a Telegram bot token: @BotFather gives one like 123456789:AAH...")
+    _check_telegram(a, base_url)
     return a
 
-# %% ../nbs/21_init.ipynb 12
+# %% ../nbs/21_init.ipynb 13
 def apply_answers(cfg:dict,          # the config as in config.json (`load_config(env=False)`); changed in place
                   answers:dict,      # mode, telegram_token, llm_provider, llm_model, llm_key, llm_base_url, beeper, beeper_token
                   force:bool=False,  # replace values config.json already has
                  )->list:            # the answers kept out because config.json has its own value
     "Lay the answers onto `cfg`; returns the names of the answers not applied"
-    a, kept = check_answers(answers), []
+    a, kept = check_answers(answers, cfg_get(cfg, 'platforms.telegram.base_url') or ''), []
     if 'llm_provider' in a and a['llm_provider'] != cfg_get(cfg, 'llm.provider') and (force or not _is_own(cfg, 'llm.provider')):
         for k in ('llm_model', 'llm_key'): a.setdefault(k, '')
     for name, key in FIELDS.items():
@@ -69,7 +89,7 @@ def apply_answers(cfg:dict,          # the config as in config.json (`load_confi
     if a.get('beeper') is not None or a.get('beeper_token'): _set(cfg, 'platforms.beeper.enabled', bool(a.get('beeper', True)))
     return kept
 
-# %% ../nbs/21_init.ipynb 15
+# %% ../nbs/21_init.ipynb 16
 def _ask(ask:Callable, prompt:str)->str:
     try: return ask(prompt)
     except (EOFError, StopIteration): raise MultisError("init cancelled: the input ended before the last question; nothing was written") from None
@@ -84,7 +104,7 @@ def _choose(ask, say, question:str, choices, default:str)->str:
 def _yes_no(ask, say, question:str, default:bool)->bool:
     return _choose(ask, say, question, ('yes', 'no'), 'yes' if default else 'no') == 'yes'
 
-# %% ../nbs/21_init.ipynb 16
+# %% ../nbs/21_init.ipynb 17
 def _secret(ask_secret, say, question:str, current:str, check:Callable=lambda v: v)->str|None:
     "A new secret, '' to remove it, or None to keep the current one"
     while True:
@@ -94,9 +114,9 @@ def _secret(ask_secret, say, question:str, current:str, check:Callable=lambda v:
         try: return check(v)
         except MultisError as e: say(f"  {e}")
 
-def _check_token(v:str)->str: return check_answers({'telegram_token': v})['telegram_token']
+def _check_token(v:str, base_url:str='')->str: return check_answers({'telegram_token': v}, base_url)['telegram_token']
 
-# %% ../nbs/21_init.ipynb 19
+# %% ../nbs/21_init.ipynb 20
 def _llm_questions(cfg:dict, ask, ask_secret, say)->dict:
     cur = cfg_get(cfg, 'llm.provider') or 'none'
     prov = _choose(ask, say, "Language model provider", LLM_CHOICES, cur)
@@ -113,7 +133,7 @@ def _llm_questions(cfg:dict, ask, ask_secret, say)->dict:
         res['llm_base_url'] = url or (cfg_get(cfg, 'llm.base_url') if same else '')
     return res
 
-# %% ../nbs/21_init.ipynb 20
+# %% ../nbs/21_init.ipynb 21
 def wizard(cfg:dict,                       # the current config (its values are the defaults offered)
            ask:Callable=input,             # asks a question, returns the answer
            ask_secret:Callable=getpass.getpass, # asks for a token or key without echo
@@ -123,7 +143,8 @@ def wizard(cfg:dict,                       # the current config (its values are 
     say("multis setup: Enter keeps the value in [brackets].")
     res = {'mode': _choose(ask, say, "Will multis answer your own messages (personal) or your customers' (business)?", MODES,
                            cfg_get(cfg, 'platforms.beeper.default_mode') or 'personal')}
-    tg = _secret(ask_secret, say, "Telegram bot token from @BotFather", cfg_get(cfg, 'platforms.telegram.bot_token'), _check_token)
+    tg = _secret(ask_secret, say, "Telegram bot token from @BotFather", cfg_get(cfg, 'platforms.telegram.bot_token'),
+                 lambda v: _check_token(v, cfg_get(cfg, 'platforms.telegram.base_url') or ''))
     if tg is not None: res['telegram_token'] = tg
     res |= _llm_questions(cfg, ask, ask_secret, say)
     res['beeper'] = _yes_no(ask, say, "Use Beeper Desktop (WhatsApp, Signal, Discord... on this computer)?",
@@ -132,7 +153,7 @@ def wizard(cfg:dict,                       # the current config (its values are 
                                         cfg_get(cfg, 'platforms.beeper.token'))) is not None: res['beeper_token'] = bt
     return res
 
-# %% ../nbs/21_init.ipynb 24
+# %% ../nbs/21_init.ipynb 25
 def _llm_line(cfg:dict, full:dict)->str:
     p = cfg_get(cfg, 'llm.provider')
     if not p: return "model: none (answers quote the best passages; run `multis init` again to add one)"
@@ -140,22 +161,22 @@ def _llm_line(cfg:dict, full:dict)->str:
         if cfg_get(full, 'llm.api_key') else f", no key yet: set llm.api_key or {p.upper()}_API_KEY"
     return f"model: {p} {cfg_get(cfg, 'llm.model') or DEFAULT_MODELS.get(p, '')}{key}"
 
-def _on(cfg:dict, name:str, key:str)->str:
-    on = cfg_get(cfg, f'platforms.{name}.enabled')
-    return f"{name}: {'on' if on else 'off'}" + (f" ({'token set' if cfg_get(cfg, f'platforms.{name}.{key}') else 'no token yet'})" if on else '')
+def _on(cfg:dict, name:str, key:str, server:str='')->str:
+    on, at = cfg_get(cfg, f'platforms.{name}.enabled'), f", server {server}" if server else ''
+    return f"{name}: {'on' if on else 'off'}" + (f" ({'token set' if cfg_get(cfg, f'platforms.{name}.{key}') else 'no token yet'}{at})" if on else '')
 
 def init_summary(cfg:dict, path:Path, kept:list)->str:
     "What `multis init` wrote, without secrets, and the pairing code"
     full = load_config(path)
     lines = [f"Wrote {path} (readable only by you).", f"  mode: {cfg_get(cfg, 'platforms.beeper.default_mode')}",
-             f"  {_on(cfg, 'telegram', 'bot_token')}", f"  {_llm_line(cfg, full)}", f"  {_on(cfg, 'beeper', 'token')}"]
+             f"  {_on(cfg, 'telegram', 'bot_token', cfg_get(cfg, 'platforms.telegram.base_url'))}", f"  {_llm_line(cfg, full)}", f"  {_on(cfg, 'beeper', 'token')}"]
     if kept: lines.append(f"Kept the values config.json already has for {', '.join('--' + k.replace('_', '-') for k in kept)} (add --force to replace them).")
     code = cfg['pairing_code']
     who = "others pair as users" if cfg.get('owner_id') else "the first to pair becomes the owner"
     lines += [f"Pairing code: {code}", f"  Send /start {code} to your bot ({who}).", "Next: multis start"]
     return '\n'.join(lines)
 
-# %% ../nbs/21_init.ipynb 25
+# %% ../nbs/21_init.ipynb 26
 def run_init(answers:dict|None=None,     # flag values (see `apply_answers`); None: none
              interactive:bool=False,     # ask the wizard's questions (flags become their defaults)
              force:bool=False,           # let the flags replace values config.json has
@@ -170,7 +191,7 @@ def run_init(answers:dict|None=None,     # flag values (see `apply_answers`); No
     cfg = load_config(path, env=False)
     kept = apply_answers(cfg, answers or {}, force)
     if interactive:
-        flags = check_answers(answers or {})
+        flags = check_answers(answers or {}, cfg_get(cfg, 'platforms.telegram.base_url') or '')
         apply_answers(cfg, wizard(cfg, ask, ask_secret, say), force=True)
         kept = [k for k in kept if cfg_get(cfg, FIELDS[k]) != flags[k]]
     if new_code or not cfg.get('pairing_code'): cfg['pairing_code'] = new_pairing_code()
@@ -178,10 +199,11 @@ def run_init(answers:dict|None=None,     # flag values (see `apply_answers`); No
     say(init_summary(cfg, path, kept))
     return cfg
 
-# %% ../nbs/21_init.ipynb 34
+# %% ../nbs/21_init.ipynb 35
 def init(non_interactive:bool=False,  # ask nothing: use the flags, keep what config.json has
          mode:Param("personal or business: how multis answers chats by default", str, choices=list(MODES))=None,
          telegram_token:str=None,     # the bot token from @BotFather (turns Telegram on)
+         telegram_base_url:str=None,  # a local Bot API server, like http://localhost:8081/bot ('' for api.telegram.org)
          llm_provider:Param("the language model provider", str, choices=list(LLM_CHOICES))=None,
          llm_model:str=None,          # the model name (default: the provider's)
          llm_key:str=None,            # the provider's API key
@@ -195,12 +217,13 @@ def init(non_interactive:bool=False,  # ask nothing: use the flags, keep what co
     "Set up multis: write <home>/config.json (0600) and print the pairing code"
     if beeper and no_beeper: raise MultisError("--beeper and --no-beeper contradict each other")
     answers = dict(mode=mode, telegram_token=telegram_token, llm_provider=llm_provider, llm_model=llm_model, llm_key=llm_key,
-                   llm_base_url=llm_base_url, beeper_token=beeper_token, beeper=True if beeper else False if no_beeper else None)
+                   llm_base_url=llm_base_url, beeper_token=beeper_token, beeper=True if beeper else False if no_beeper else None,
+                   telegram_base_url=telegram_base_url)
     try: run_init(answers, interactive=not non_interactive, force=force, new_code=new_code)
     except KeyboardInterrupt: print("\ninit cancelled; nothing was written", file=sys.stderr); return 1
     return 0
 
-# %% ../nbs/21_init.ipynb 35
+# %% ../nbs/21_init.ipynb 36
 def main(argv:list|None=None)->int:
     "`multis init` on its own: `python -c 'from multis.onboarding import main; main()' --non-interactive`"
     from multis.cli import verb_parser
@@ -208,7 +231,6 @@ def main(argv:list|None=None)->int:
     verb_parser(p.add_subparsers(dest='verb', required=True), 'init', init)
     args = vars(p.parse_args(['init'] + list(sys.argv[1:] if argv is None else argv)))
     args.pop('verb'); func = args.pop('_func')
-    try: code = func(**args)
-    except MultisError as e: print(f"multis: {e}", file=sys.stderr); code = 1
+    code = report_errors(func, **args)
     if argv is None: sys.exit(code)
     return code

@@ -148,3 +148,79 @@ def test_init_start_status_stop_through_the_cli(tmp_path):
         multis('stop', home=home, check=0)
     st = multis('status', home=home)
     assert st.returncode == 3 and 'not running' in st.stdout
+
+
+# --- issue 14: contract slips and one-line errors ---
+
+def test_null_means_unset_in_config(tmp_path):
+    "`null` is JSON's 'not set': for owner_id before anyone paired, and for any optional key, nested too"
+    home = tmp_path/'home'; home.mkdir()
+    (home/'config.json').write_text(json.dumps({'owner_id': None, 'pairing_code': None, 'allowed_users': None,
+        'llm': {'provider': None, 'model': None, 'timeout': None}, 'search': {'decay': None}, 'service': None,
+        'platforms': {'telegram': {'base_url': None}}}))
+    r = multis('search', 'water', home=home)
+    assert (r.returncode, r.stderr) == (0, ''), r.stderr
+    r = multis('init', '--non-interactive', home=home, check=0)
+    assert 'the first to pair becomes the owner' in r.stdout
+    cfg = json.loads((home/'config.json').read_text())
+    assert cfg['owner_id'] == '' and cfg['search']['decay'] == 0.5 and cfg['pairing_code']
+
+
+def test_search_shows_ten_hits_by_default(tmp_path):
+    home = tmp_path/'home'
+    multis('index', str(REPO/'data'), '--scope', 'kb', '--quiet', home=home, check=0)
+    many = json.loads(multis('search', 'the tomatoes garden water', '--json', '--limit', '50', '--no-record', home=home, check=0).stdout)
+    assert len(many) > 10
+    hits = json.loads(multis('search', 'the tomatoes garden water', '--json', '--no-record', home=home, check=0).stdout)
+    assert len(hits) == 10
+    text = multis('search', 'the tomatoes garden water', '--no-record', home=home, check=0).stdout
+    assert re.search(r'^10\. ', text, re.M) and not re.search(r'^11\. ', text, re.M)
+
+
+VERBS_ON_A_HOME = [('search', 'water'), ('chat',), ('index', str(REPO/'data'), '--scope', 'kb', '--quiet'), ('docs',),
+                   ('ask', 'water?'), ('init', '--non-interactive'), ('start',), ('start', '--foreground'), ('migrate',),
+                   ('serve', '--port', '0'), ('status',), ('stop',), ('eval', str(REPO/'data'))]
+
+
+def _one_clear_line(r):
+    "No traceback; a failure is one line on stderr, anything else (0, or 3: status says not running) none"
+    assert 'Traceback' not in r.stdout + r.stderr, r.stderr
+    if r.returncode == 1: assert r.stderr.startswith('multis: ') and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    else: assert r.returncode in (0, 3) and r.stderr == '', (r.returncode, r.stderr)
+
+
+@pytest.mark.parametrize('args', VERBS_ON_A_HOME, ids=lambda a: ' '.join(a[:2]))
+def test_home_that_is_a_file_is_one_line(tmp_path, args):
+    home = tmp_path/'home'; home.write_text('not a folder')
+    r = subprocess.run([MULTIS, *args], input='hello\n/quit\n', capture_output=True, text=True, timeout=120,
+                       env={**os.environ, 'MULTIS_HOME': str(home)})
+    _one_clear_line(r)
+    assert r.returncode == 1 and f"the multis home {home} is a file, not a folder: set MULTIS_HOME to a folder" in r.stderr
+    assert home.read_text() == 'not a folder'
+
+
+def _read_only():
+    "Run as an ordinary user would: as root, drop the capabilities that ignore file permissions (in the child only)"
+    if os.geteuid() != 0: return
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2, 3): libc.prctl(24, cap, 0, 0, 0)     # PR_CAPBSET_DROP: DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER
+
+
+@pytest.fixture
+def read_only_home(tmp_path):
+    home = tmp_path/'home'; home.mkdir()
+    home.chmod(0o500)
+    probe = subprocess.run([sys.executable, '-c', f"open({str(home/'x')!r}, 'w')"], preexec_fn=_read_only, capture_output=True)
+    assert probe.returncode != 0, 'could not make a read-only home for the test'
+    yield home
+    home.chmod(0o700)
+
+
+@pytest.mark.parametrize('args', VERBS_ON_A_HOME, ids=lambda a: ' '.join(a[:2]))
+def test_read_only_home_is_one_line(read_only_home, args):
+    r = subprocess.run([MULTIS, *args], input='hello\n/quit\n', capture_output=True, text=True, timeout=120,
+                       env={**os.environ, 'MULTIS_HOME': str(read_only_home)}, preexec_fn=_read_only)
+    _one_clear_line(r)
+    if args[0] not in ('status', 'stop', 'eval'): assert r.returncode == 1 and str(read_only_home) in r.stderr, r.stderr
+    assert list(read_only_home.iterdir()) == []

@@ -219,3 +219,59 @@ def test_cron_answer_reaches_the_telegram_chat(tmp_path):
     assert [r['ok'] for r in done['jobs']] == [True]
     assert (sent[1]['chat_id'], sent[1]['text']) == (100, f"Scheduled ({job}): what is on today?\n\nEcho: what is on today?")
     assert d.status == {'telegram': 'running'}
+
+
+# --- issue 14 item 27: `start --foreground` says what runs; a local Bot API server set up by `multis init` ---
+
+MULTIS = [sys.executable, '-c', 'import sys; from multis.cli import main; sys.exit(main(sys.argv[1:]))']
+
+
+def _foreground(home):
+    "`multis start --foreground` through the CLI, stopped by SIGTERM once ready; (returncode, stdout, stderr)"
+    proc = subprocess.Popen([*MULTIS, 'start', '--foreground'], env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_ready(home, proc)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None: proc.kill()
+    return proc.returncode, out, err, proc.pid
+
+
+def test_foreground_says_it_started_and_stopped(home):
+    code, out, err, pid = _foreground(home)
+    assert (code, err) == (0, ''), err
+    assert out.splitlines() == [f"multis started (pid {pid}); log: {log_path(home)}", '  telegram: off', '  beeper: off',
+                                '  no chat platform is running: only the scheduler runs',
+                                '  scheduler: running, 0 scheduled jobs, checked every 30 s',
+                                '  service: off (service.enabled is false)', '  watch: off (no watched folders)',
+                                'Ctrl-C stops it.', f"multis stopped (pid {pid})"]
+
+
+def test_background_start_prints_once_and_its_log_has_no_terminal_lines(home):
+    r = multis(home, 'start')
+    assert r.returncode == 0, r.stderr
+    assert multis(home, 'stop').returncode == 0
+    log = log_path(home).read_text()
+    assert 'Ctrl-C stops it.' not in log and 'multis stopped cleanly' in log
+
+
+def test_init_with_a_local_bot_api_server_then_start_foreground(home):
+    "`multis init --telegram-base-url` and a token of a local server's own shape; the daemon serves through that server"
+    with FakeBotAPI(token='local-test-token') as srv:
+        r = subprocess.run([*MULTIS, 'init', '--non-interactive', '--telegram-base-url', srv.base_url, '--telegram-token', srv.token],
+                           env=_env(home), capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        proc = subprocess.Popen([*MULTIS, 'start', '--foreground'], env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _wait_ready(home, proc)
+            code = json.loads((home/'config.json').read_text())['pairing_code']
+            srv.push_text(100, 100, f'/start {code}')
+            assert srv.wait_sent(1, 20)[0]['text'].startswith('Paired: you are the owner')
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None: proc.kill()
+    assert proc.returncode == 0, err
+    assert out.splitlines()[1:3] == ['  telegram: running', '  beeper: off'] and out.splitlines()[-1] == f"multis stopped (pid {proc.pid})"
+    assert srv.token not in out + err + log_path(home).read_text()

@@ -150,3 +150,35 @@ def test_wizard_through_the_command_line(tmp_path):
 def test_pairing_codes_are_random():
     codes = {new_pairing_code() for _ in range(200)}
     assert len(codes) == 200 and all(len(c) == 8 for c in codes)
+
+
+# --- issue 14 item 27: a local Bot API server ---
+
+def test_local_bot_api_server_flag_and_its_tokens(tmp_path):
+    home = tmp_path/'home'
+    r = init_process(home, '--non-interactive', '--telegram-base-url', 'http://127.0.0.1:8081/bot', '--telegram-token', 'local-test-token')
+    assert r.returncode == 0, r.stderr
+    assert saved(home)['platforms']['telegram'] == {'enabled': True, 'bot_token': 'local-test-token', 'base_url': 'http://127.0.0.1:8081/bot'}
+    assert '  telegram: on (token set, server http://127.0.0.1:8081/bot)' in r.stdout and 'local-test-token' not in r.stdout
+    r = init_process(home, '--non-interactive', '--telegram-token', 'another-local-token', '--force')   # the server stays
+    assert r.returncode == 0, r.stderr
+    assert saved(home)['platforms']['telegram']['bot_token'] == 'another-local-token'
+
+
+def test_short_tokens_of_telegrams_shape_pass(tmp_path):
+    r = init_process(tmp_path/'home', '--non-interactive', '--telegram-token', '123:abc')
+    assert r.returncode == 0, r.stderr
+    assert saved(tmp_path/'home')['platforms']['telegram']['bot_token'] == '123:abc'
+
+
+@pytest.mark.parametrize('args,msg', [
+    (['--telegram-base-url', 'localhost:8081'], "must be an http(s) URL like http://localhost:8081/bot, not 'localhost:8081'"),
+    (['--telegram-base-url', 'file:///etc/passwd'], 'must be an http(s) URL'),
+    (['--telegram-base-url', 'http://h:99999/bot'], 'must be an http(s) URL'),
+    (['--telegram-base-url', 'http://h/bot', '--telegram-token', 'a/b'], "a bot token cannot contain spaces, '/'"),
+    (['--telegram-token', 'local-test-token'], 'that is not a Telegram bot token'),
+])
+def test_bad_server_or_token_is_one_line_and_writes_nothing(tmp_path, args, msg):
+    r = init_process(tmp_path/'home', '--non-interactive', *args)
+    assert r.returncode == 1 and r.stderr.startswith('multis: ') and msg in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path/'home'/'config.json').exists()
