@@ -49,7 +49,7 @@ BYPASSES = [
     ('ls || rm x', '`||` joins commands and `rm` is not allowed'),
     ('ls | sh', '`|` joins commands and `sh` is not allowed'),
     ('cat notes.txt | bash', '`|` joins commands and `bash` is not allowed'),
-    ('git pull; rm x', '`rm` is not allowed'),
+    ('git status; rm x', '`rm` is not allowed'),
     ('echo `rm x`', 'backticks'),
     ("echo '`rm x`'", 'backticks'),
     ('echo $(rm x)', 'command substitution `$(`'),
@@ -317,7 +317,7 @@ def test_confirmations_expire_and_cancel():
 
 def test_confirmed_commands_are_still_checked(gov):
     for cmd, why in [('mkdir ../escape', 'outside the allowed folders'), ('cp notes.txt ../outside/x', 'outside'),
-                     ('mv link ../x', 'path link is outside'), ('git pull; rm x', '`rm` is not allowed')]:
+                     ('mv link ../x', 'path link is outside'), ('git log; rm x', '`rm` is not allowed')]:
         with pytest.raises(GovernanceError, match=None) as e: gov.run(cmd, confirmed=True)
         assert why in str(e.value)
 
@@ -413,3 +413,231 @@ def test_load_governance_merges_and_reports(box):
         with pytest.raises(GovernanceError, match=None) as e: load_governance(home)
         assert why in str(e.value) and 'governance.json' in str(e.value)
     assert p.read_text() == json.dumps(bad)    # a broken file is never rewritten
+
+# --- issue 14: git, cp -L, hard links, date -s, bad paths, check_file ------------------------------------------------
+
+needs_git = pytest.mark.skipif(not __import__('shutil').which('git'), reason='git is not installed')
+
+def git(cwd, *args):
+    "Run git for a test's own setup (not through governance)"
+    env = {**os.environ, 'GIT_CONFIG_NOSYSTEM': '1', 'GIT_CONFIG_GLOBAL': os.devnull}
+    subprocess.run(['git', '-c', 'user.name=t', '-c', 'user.email=t@x', *args], cwd=cwd, env=env, check=True,
+                   capture_output=True)
+
+def repo(path):
+    "A git repository at `path` with one commit of notes.txt"
+    path.mkdir(parents=True, exist_ok=True)
+    (path/'notes.txt').write_text('alpha\n')
+    git(path, 'init', '-q'); git(path, 'add', 'notes.txt'); git(path, 'commit', '-qm', 'first')
+    return path
+
+def marker_script(box, name='evil.sh'):
+    "An executable that leaves a marker file when run; (script, marker)"
+    marker, script = box['tmp']/f'{name}.ran', box['tmp']/name
+    script.write_text(f'#!/bin/sh\ntouch {marker}\ncat {box["user"]}/.ssh/id_rsa\n')
+    script.chmod(0o755)
+    return script, marker
+
+@pytest.mark.parametrize('cmd', [
+    "git -c 'alias.x=!cat ~/.ssh/id_rsa' x", "git -c alias.x='!cat ~/.ssh/id_rsa' x", 'git -ccore.pager=cat log',
+    "git -c core.fsmonitor='touch p' status", "git -c core.sshCommand='touch p' fetch", "git -c core.pager='touch p' -p log",
+    "git fetch --upload-pack='touch p' origin", "git ls-remote --upload-pack='touch p' x", "git push --receive-pack='touch p'",
+    'git --exec-path=. log', 'git -C .. log', 'git --git-dir=../outside/.git log', 'git --work-tree=.. status',
+    'git --config-env=core.pager=HOME log', 'git x', 'git archive HEAD', 'git log --ext-diff', 'git diff --ext-diff',
+    'git diff --ext', 'git log -p --output=out.txt', 'git diff --out=out.txt', 'git grep -O x', 'git grep --open-files-in-pager x',
+    'git show --textconv HEAD', 'git log --show-signature', 'git tag -v v1', 'git branch -D main', 'git branch new',
+    'git tag v9', 'git config core.pager cat', 'git submodule foreach cat', 'git help log', 'git clone . x', 'git pull'])
+def test_git_options_and_subcommands_that_run_programs_are_refused(gov, cmd):
+    with pytest.raises(GovernanceError): gov.check(cmd)
+    with pytest.raises(GovernanceError): gov.run(cmd, confirmed=True)
+
+@needs_git
+def test_git_alias_does_not_print_the_key(gov, box):
+    repo(box['root'])
+    with pytest.raises(GovernanceError) as e: gov.run("git -c 'alias.x=!cat ~/.ssh/id_rsa' x", confirmed=True)
+    assert 'git option `-c` is not allowed' in str(e.value) and 'PRIVATE KEY' not in str(e.value)
+
+@needs_git
+@pytest.mark.parametrize('key', ['core.fsmonitor', 'core.pager', 'diff.external', 'core.sshCommand', 'gpg.program'])
+def test_repository_config_that_runs_programs_refuses_git(gov, box, key):
+    repo(box['root'])
+    script, marker = marker_script(box)
+    git(box['root'], 'config', key, str(script))
+    (box['root']/'notes.txt').write_text('changed\n')
+    for cmd in ('git status', 'git diff', 'git log -p'):
+        with pytest.raises(GovernanceError) as e: gov.run(cmd, confirmed=True)
+        assert key.lower() in str(e.value).lower() and 'git is refused here' in str(e.value)
+    assert not marker.exists()
+
+@needs_git
+def test_repository_textconv_and_filter_drivers_refuse_git(gov, box):
+    repo(box['root'])
+    script, marker = marker_script(box)
+    (box['root']/'.gitattributes').write_text('*.txt diff=evil filter=evil\n')
+    git(box['root'], 'config', 'diff.evil.textconv', str(script))
+    git(box['root'], 'config', 'filter.evil.clean', str(script))
+    (box['root']/'notes.txt').write_text('changed\n')
+    for cmd in ('git status', 'git diff', 'git log -p', 'git show HEAD', 'git blame notes.txt'):
+        with pytest.raises(GovernanceError, match='git is refused here'): gov.run(cmd, confirmed=True)
+    assert not marker.exists()
+
+@needs_git
+def test_repository_include_is_refused(gov, box):
+    repo(box['root'])
+    git(box['root'], 'config', 'include.path', str(box['user']/'.ssh'/'config'))
+    with pytest.raises(GovernanceError, match='include.path'): gov.run('git status', confirmed=True)
+
+@needs_git
+def test_owner_global_git_config_is_not_used(gov, box):
+    "A diff tool in ~/.gitconfig is a program too: git runs without the global and system config"
+    repo(box['root'])
+    script, marker = marker_script(box)
+    (box['user']/'.gitconfig').write_text(f'[diff]\n\texternal = {script}\n[core]\n\tfsmonitor = {script}\n')
+    (box['root']/'notes.txt').write_text('changed\n')
+    for cmd in ('git status', 'git diff'):
+        r = gov.run(cmd, confirmed=True)
+        assert r.ok and 'PRIVATE KEY' not in r.output
+    assert '+changed' in gov.run('git diff', confirmed=True).output
+    assert not marker.exists()
+
+@needs_git
+def test_no_repository_above_the_working_folder(gov, box):
+    "A dotfiles repository above the documents folder is not found (its history could hold ~/.ssh)"
+    git(box['tmp'], 'init', '-q')
+    (box['tmp']/'outside'/'secret.txt').write_text('TOP SECRET')
+    git(box['tmp'], 'add', 'outside/secret.txt'); git(box['tmp'], 'commit', '-qm', 'dotfiles TOP SECRET')
+    for cmd in ('git log -p', 'git show HEAD', 'git ls-files'):
+        r = gov.run(cmd, confirmed=True)
+        assert not r.ok and 'TOP SECRET' not in r.output and 'secret.txt' not in r.output
+
+@needs_git
+def test_repository_outside_the_allowed_folders_is_refused(gov, box):
+    "A `.git` file pointing at a repository elsewhere (gitdir:) is refused"
+    other = repo(box['outside']/'repo')
+    (box['root']/'.git').write_text(f'gitdir: {other}/.git\n')
+    with pytest.raises(GovernanceError, match='the repository is not usable: path .* is outside the allowed folders'):
+        gov.run('git log', confirmed=True)
+
+@needs_git
+def test_read_only_git_runs(gov, box):
+    repo(box['root'])
+    (box['root']/'notes.txt').write_text('alpha\nbeta\n')
+    assert 'first' in gov.run('git log --oneline', confirmed=True).output
+    assert '+beta' in gov.run('git --no-pager diff', confirmed=True).output
+    assert 'notes.txt' in gov.run('git status --short', confirmed=True).output
+    assert gov.run('git branch -a', confirmed=True).ok and gov.run('git grep -n alpha', confirmed=True).ok
+    assert not (box['root']/'.git'/'index.lock').exists()
+
+def test_confirm_question_shows_the_exact_argv(gov, box):
+    (box['root']/'b c.md').write_text('x')
+    with pytest.raises(NeedsConfirmation) as e: gov.run('git log -- *.md')
+    q = Confirmations().request(1, 'git log -- *.md', plan=e.value.plan)
+    assert q == "Run `git log -- 'b c.md'`? Reply yes within 2 minutes."
+
+@pytest.mark.parametrize('cmd', ['cp -L key copy.txt', 'cp -rL sub copy', 'cp -R -L sub copy', 'cp --dereference key copy.txt',
+                                 'cp --deref -r sub copy', 'cp -H key copy.txt', 'cp -aL sub copy', 'cp -r -H sub copy'])
+def test_dereferencing_copies_are_refused(gov, box, cmd):
+    (box['root']/'sub').mkdir(exist_ok=True)
+    (box['root']/'sub'/'key').symlink_to(box['user']/'.ssh'/'id_rsa')
+    (box['root']/'key').symlink_to(box['root']/'sub'/'key')
+    with pytest.raises(GovernanceError): gov.run(cmd, confirmed=True)
+    assert not (box['root']/'copy').exists() and not (box['root']/'copy.txt').exists()
+
+def test_recursive_copy_keeps_links_as_links(gov, box):
+    (box['root']/'sub'/'key').symlink_to(box['user']/'.ssh'/'id_rsa')
+    assert gov.run('cp -r sub copy', confirmed=True).ok
+    assert (box['root']/'copy'/'key').is_symlink()
+    with pytest.raises(GovernanceError, match='in a denied folder'): gov.read('copy/key')
+
+@pytest.fixture
+def linked(box):
+    "Hard links in the documents root to <home>/.env, config.json and another chat's memory"
+    mem = box['mhome']/'memory'/'chat-9'
+    mem.mkdir(parents=True)
+    (mem/'memory.md').write_text('chat 9 private memory')
+    (box['root']/'deep').mkdir()
+    os.link(box['mhome']/'.env', box['root']/'env.txt')
+    os.link(box['mhome']/'config.json', box['root']/'deep'/'config.txt')
+    os.link(mem/'memory.md', box['root']/'deep'/'memory.md')
+    return box
+
+@pytest.mark.parametrize('name', ['env.txt', 'deep/config.txt', 'deep/memory.md'])
+def test_hard_link_to_a_denied_file_is_refused(gov, linked, name):
+    with pytest.raises(GovernanceError, match='is a hard link to a denied file'): gov.read(name)
+    for cmd in (f'cat {name}', f'head -n 5 {name}', f'grep -e x {name}', f'sort {name}'):
+        with pytest.raises(GovernanceError, match='is a hard link to a denied file'): gov.run(cmd)
+    with pytest.raises(GovernanceError, match='is a hard link to a denied file'): gov.check_file(linked['root']/name)
+    with pytest.raises(GovernanceError, match='is a hard link to a denied file'): gov.check_not_denied(linked['root']/name)
+
+def test_recursive_readers_of_a_folder_with_a_hard_link_are_refused(gov, linked):
+    for cmd in ('grep -r sk-ant .', 'grep -r sk-ant deep', 'grep -d recurse sk-ant deep', 'grep --recursive sk-ant'):
+        with pytest.raises(GovernanceError, match='which is a hard link to a denied file'): gov.run(cmd)
+    with pytest.raises(GovernanceError, match='holds (config.txt|memory.md), which is a hard link'): gov.run('cp -r deep copy', confirmed=True)
+    assert not (linked['root']/'copy').exists()
+
+def test_other_hard_links_are_fine(gov, box):
+    os.link(box['root']/'notes.txt', box['root']/'notes2.txt')
+    assert gov.read('notes2.txt') == 'alpha\nbeta\ngamma\n'
+    assert gov.run('cat notes2.txt').output == 'alpha\nbeta\ngamma\n'
+
+@needs_git
+def test_git_reading_the_work_tree_checks_hard_links(gov, linked):
+    git(linked['root'], 'init', '-q')
+    for cmd in ('git grep --untracked sk-ant', 'git diff --no-index env.txt notes.txt', 'git grep --no-index sk-ant'):
+        with pytest.raises(GovernanceError, match='hard link to a denied file'): gov.run(cmd, confirmed=True)
+
+@pytest.mark.parametrize('cmd', ['date -s 2030-01-01', 'date -us 2030-01-01', 'date --set=2030-01-01', 'date --set 2030-01-01',
+                                 'date -s@0', "date -s '@0'", 'date --se=x', 'date -u -s x', 'date -Rs x', 'date 0101120030',
+                                 'date -u 0101120030'])
+def test_date_may_not_set_the_clock(gov, cmd):
+    with pytest.raises(GovernanceError, match='sets the clock|option .--set. of .date. is not allowed'): gov.check(cmd)
+
+def test_date_still_shows_the_time(gov):
+    for cmd in ('date', 'date +%Y', 'date -u +%F', "date -d '@0' +%Y", 'date -Iseconds', 'date -R'):
+        assert gov.run(cmd).ok, cmd
+    assert gov.run("date -u -d '@0' +%Y").output == '1970\n'
+
+@pytest.mark.parametrize('path', ['a'*300, 'x/' + 'a'*300, 'notes.txt/x', 'a\0b', 'nul\0', '\udcff' + 'a'*300, 'b'*5000])
+def test_bad_paths_are_one_governance_error(gov, path):
+    for f in (gov.read, gov.check_path, gov.check_file, gov.check_not_denied):
+        try: f(path)
+        except GovernanceError as e: assert '\n' not in str(e) and len(str(e)) < 300, str(e)
+    for cmd in (f"cat '{path}'", f"cat 'x/{path}'"):
+        try: gov.check(cmd)
+        except GovernanceError as e: assert '\n' not in str(e)
+
+def test_read_of_a_long_name_says_why(gov):
+    with pytest.raises(GovernanceError, match=r'cannot be checked \(file name too long\)'): gov.read('a'*300)
+    with pytest.raises(GovernanceError, match=r'cannot be checked \(file name too long\)'): gov.check_path('a'*300)
+
+@pytest.mark.skipif(os.geteuid() == 0, reason='root reads any folder')
+def test_permission_denied_is_a_governance_error(gov, box):
+    locked = box['root']/'locked'
+    (locked/'in').mkdir(parents=True); (locked/'in'/'x.txt').write_text('x')
+    locked.chmod(0)
+    try:
+        with pytest.raises(GovernanceError, match='permission denied'): gov.read('locked/in/x.txt')
+        with pytest.raises(GovernanceError, match='permission denied'): gov.read('locked')
+    finally: locked.chmod(0o700)
+
+def test_check_file_and_check_not_denied(gov, box):
+    assert gov.check_file(box['root']/'notes.txt') == (box['root']/'notes.txt').resolve()
+    assert gov.check_file(str(box['root']/'sub'/'deep.md')) == (box['root']/'sub'/'deep.md').resolve()
+    with pytest.raises(GovernanceError, match='outside the allowed folders'): gov.check_file(box['outside']/'secret.txt')
+    with pytest.raises(GovernanceError, match='outside the allowed folders'): gov.check_file(box['root']/'link')
+    with pytest.raises(GovernanceError, match='in a denied folder'): gov.check_file(box['mhome']/'config.json')
+    with pytest.raises(GovernanceError, match='in a denied folder'): gov.check_file(box['user']/'.ssh'/'id_rsa')
+    assert gov.check_not_denied(box['outside']/'secret.txt') == (box['outside']/'secret.txt').resolve()
+    with pytest.raises(GovernanceError, match='in a denied folder'): gov.check_not_denied(box['mhome']/'memory'/'x.md')
+    (box['root']/'mem').symlink_to(box['mhome']/'.env')
+    with pytest.raises(GovernanceError, match='in a denied folder'): gov.check_not_denied(box['root']/'mem')
+
+def test_check_file_is_fast(gov, box):
+    "Called for every file of a walk: 3,000 files (some hard-linked) in well under a second"
+    big = box['root']/'big'
+    big.mkdir()
+    for i in range(3000): (big/f'{i}.md').write_text('x')
+    for i in range(0, 3000, 100): os.link(big/f'{i}.md', big/f'{i}-twin.md')
+    t0 = time.perf_counter()
+    for p in big.iterdir(): gov.check_file(p)
+    assert time.perf_counter() - t0 < 1.5
