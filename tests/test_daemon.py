@@ -275,3 +275,20 @@ def test_init_with_a_local_bot_api_server_then_start_foreground(home):
     assert proc.returncode == 0, err
     assert out.splitlines()[1:3] == ['  telegram: running', '  beeper: off'] and out.splitlines()[-1] == f"multis stopped (pid {proc.pid})"
     assert srv.token not in out + err + log_path(home).read_text()
+
+
+# --- issue 14 item 26: the docs processor (what nbdev_docs runs) runs this chapter's notebook ---
+
+DOCS_PROC = '''import sys, tempfile
+from pathlib import Path
+from nbdev.processors import FilterDefaults
+import nbdev.serve_drv
+with tempfile.TemporaryDirectory() as d: nbdev.serve_drv.main((Path(sys.argv[1]), Path(d)/'out.ipynb', FilterDefaults))
+'''
+
+@pytest.mark.parametrize('nb', ['20_daemon.ipynb', '21_init.ipynb', '50_cli.ipynb', '01_config.ipynb'])
+def test_docs_processor_runs_the_notebook(nb):
+    nbs = Path(__file__).resolve().parents[1]/'nbs'
+    r = subprocess.run([sys.executable, '-c', DOCS_PROC, nb], cwd=nbs, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert 'Found cells containing imports and other code' not in r.stderr
