@@ -4,13 +4,13 @@
 
 # %% auto 0
 __all__ = ['COMMANDS', 'OWNER_ONLY', 'PAIR_MAX_FAILS', 'PAIR_WINDOW', 'PAIR_LOCK', 'DAY', 'log', 'OOPS', 'PENDING_TTL', 'SCOPES',
-           'MODES', 'RATE_NOTICES', 'NOT_SET_UP', 'HELP', 'MAX_REPLY', 'NO_SCHEDULER', 'Attachment', 'Message',
-           'command_prefix', 'parse_command', 'role_of', 'PairingGuard', 'RateLimiter', 'Router', 'format_hits',
-           'split_cron_args', 'NotPaired', 'split_index_args', 'format_exec']
+           'MODES', 'MAX_IDS', 'RATE_NOTICES', 'NOT_SET_UP', 'HELP', 'MAX_REPLY', 'NO_SCHEDULER', 'Attachment',
+           'Message', 'command_prefix', 'parse_command', 'role_of', 'PairingGuard', 'RateLimiter', 'Router',
+           'write_failure', 'format_hits', 'split_cron_args', 'NotPaired', 'split_index_args', 'format_exec']
 
 # %% ../nbs/15_router.ipynb 2
-import hmac, json, logging, re, threading, time
-from collections import deque
+import errno, hmac, json, logging, re, sqlite3, threading, time
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -54,10 +54,12 @@ class Message:
     chat_type:str='private'      # 'private' or 'group'
     attachment:Attachment|None=None # an uploaded file
     route_hint:str|None=None     # from the platform: 'natural', 'business' or None
-    sender_name:str=''           # display name, for logs
+    sender_name:str=''           # display name, for logs (and a contact's label in prompts)
+    msg_id:str|None=None         # the platform's message id (numbers become strings)
 
     def __post_init__(self):
         self.chat_id, self.sender_id, self.text = str(self.chat_id), str(self.sender_id), self.text or ''
+        if self.msg_id is not None: self.msg_id = str(self.msg_id)
 
 # %% ../nbs/15_router.ipynb 11
 COMMANDS = ('start', 'help', 'status', 'ask', 'search', 'docs', 'memory', 'remember', 'forget', 'index', 'exec',
@@ -150,10 +152,11 @@ class RateLimiter:
 
 # %% ../nbs/15_router.ipynb 26
 log = logging.getLogger(__name__)
-OOPS = "Something went wrong handling that; it has been logged."
+OOPS = "Something went wrong handling {what} ({error}); the owner can find the details in the multis log."
 PENDING_TTL = 300
 SCOPES = ('kb', 'admin')
 MODES = ('personal', 'business')
+MAX_IDS = 10_000
 
 class Router:
     "Routes every platform's messages: pairing, commands, implicit questions, business replies, rate limits"
@@ -172,22 +175,63 @@ class Router:
         self.pairing = PairingGuard(self.home/'run'/'pairing.json')
         self.limiter = RateLimiter(cfg_get(self.cfg, 'rate_limit.per_minute', 10), cfg_get(self.cfg, 'rate_limit.per_day', 200))
         self.confirmations, self.pending, self._gov, self._lock = Confirmations(), {}, None, threading.RLock()
+        self._ids = OrderedDict()   # (platform, chat, msg_id) of messages taken, the last MAX_IDS
 
     def close(self):
         "Finish background work (captures)"
         if self._own_conv: self.conv.close()
 
 # %% ../nbs/15_router.ipynb 28
+_WRITE_CAUSES = {errno.ENOSPC: 'the disk is full', errno.EDQUOT: 'the disk quota is used up', errno.EROFS: 'the file system is read-only',
+                 errno.EACCES: 'permission denied', errno.EPERM: 'permission denied'}
+_SQLITE_CAUSES = {'disk is full': 'the disk is full', 'readonly database': 'the database is read-only'}
+
+def write_failure(e:BaseException, where, name_file:bool=True)->str|None:
+    "One line for a write that failed for lack of room or rights, naming the file (or `where`); None for other errors"
+    if isinstance(e, OSError) and e.errno in _WRITE_CAUSES:
+        return f"Could not write to {(name_file and e.filename) or where}: {_WRITE_CAUSES[e.errno]}."
+    if isinstance(e, sqlite3.OperationalError):
+        cause = next((v for k, v in _SQLITE_CAUSES.items() if k in str(e)), None)
+        if cause: return f"Could not write to the index in {where}: {cause}."
+    return None
+
+# %% ../nbs/15_router.ipynb 30
 @patch
 def handle(self:Router, msg:Message)->str|None:
     "The reply to `msg`, or None to stay silent"
+    if self._repeated(msg): return None
     try: return self._handle(msg)
-    except MultisError as e: return str(e)
-    except Exception:
+    except MultisError as e: self._audit_error(msg, e); return str(e)
+    except Exception as e:
         log.exception("error handling a %s message in chat %s", msg.platform, msg.chat_id)
-        return OOPS
+        self._audit_error(msg, e)
+        owner = role_of(msg, self.cfg) == 'owner'
+        failed = write_failure(e, self.home, True) if owner else write_failure(e, 'the multis home', False)
+        return failed or OOPS.format(what=self._what(msg), error=type(e).__name__)
 
-# %% ../nbs/15_router.ipynb 30
+@patch
+def _what(self:Router, m:Message)->str:
+    "The command of `m` (`/read`), `that upload` or `that message`"
+    cmd = parse_command(m.text, command_prefix(m.platform, self.cfg))
+    return f"{command_prefix(m.platform, self.cfg)}{cmd[0]}" if cmd else 'that upload' if m.attachment else 'that message'
+
+@patch
+def _audit_error(self:Router, m:Message, e:BaseException):
+    self._audit('error', m, command=self._what(m), error=type(e).__name__, reason=str(e)[:300])
+
+# %% ../nbs/15_router.ipynb 31
+@patch
+def _repeated(self:Router, m:Message)->bool:
+    "Whether this router already took the message with `m`'s platform id (a redelivery); records it otherwise"
+    if m.msg_id is None: return False
+    key = (m.platform, m.chat_id, m.msg_id)
+    with self._lock:
+        if key in self._ids: return True
+        self._ids[key] = None
+        while len(self._ids) > MAX_IDS: self._ids.popitem(last=False)
+    return False
+
+# %% ../nbs/15_router.ipynb 33
 RATE_NOTICES = {'minute': "You're sending messages too fast; try again in a minute.",
                 'day': "You've reached today's message limit; try again tomorrow."}
 
@@ -209,7 +253,7 @@ def _handle(self:Router, m:Message):
 def _audit(self:Router, event:str, m:Message, **fields):
     audit(event, home=self.home, now=self.clock(), user=m.sender_id, platform=m.platform, chat=m.chat_id, **fields)
 
-# %% ../nbs/15_router.ipynb 32
+# %% ../nbs/15_router.ipynb 35
 @patch
 def _route(self:Router, m:Message, role:str)->Callable|None:
     "What to do with `m`: a function giving the reply, or None to ignore it"
@@ -236,7 +280,7 @@ def _user_action(self:Router, m:Message, role:str, cmd:tuple|None)->Callable|Non
 @patch
 def _chat_key(self:Router, m:Message)->str: return f"{m.platform}:{m.chat_id}"
 
-# %% ../nbs/15_router.ipynb 34
+# %% ../nbs/15_router.ipynb 37
 @patch
 def chat_mode(self:Router, m:Message)->str:
     "'personal' or 'business' for the chat of `m`"
@@ -251,18 +295,21 @@ def _is_business(self:Router, m:Message)->bool:
     if m.is_self or not m.text.strip() or m.route_hint == 'natural': return False
     return m.route_hint == 'business' or self.chat_mode(m) == 'business'
 
-# %% ../nbs/15_router.ipynb 36
+# %% ../nbs/15_router.ipynb 39
 @patch
-def _ask(self:Router, m:Message, role:str, question:str, mode:str='personal')->str:
+def _ask(self:Router, m:Message, role:str, question:str, mode:str='personal')->str|None:
     if not question.strip(): return f"Usage: {command_prefix(m.platform, self.cfg)}ask <question>"
-    ans = self.conv.reply(m.chat_id, question, is_owner=role == 'owner', now=self.clock())
+    contact = mode == 'business'
+    ans = self.conv.reply(m.chat_id, question, is_owner=role == 'owner', now=self.clock(), msg_id=m.msg_id,
+                          speaker=(m.sender_name or m.sender_id) if contact else None, untrusted=contact)
+    if ans is None: return None   # answered before: a redelivered message
     self._audit('ask', m, role=role, mode=mode, chars=len(question), sources=len(ans.sources))
     return str(ans)
 
 @patch
-def _business_reply(self:Router, m:Message)->str: return self._ask(m, 'contact', m.text, mode='business')
+def _business_reply(self:Router, m:Message)->str|None: return self._ask(m, 'contact', m.text, mode='business')
 
-# %% ../nbs/15_router.ipynb 38
+# %% ../nbs/15_router.ipynb 41
 def _hint_text(p:str)->str: return f"Send {p}start <code> to pair with this multis (the owner has the code)."
 NOT_SET_UP = "Pairing is not set up: the owner must run `multis init` first."
 
@@ -288,7 +335,7 @@ def _hint(self:Router, m:Message)->str|None:
     if not self.pairing.first_hint(f"{m.platform}:{m.sender_id}"): return None
     return _hint_text(command_prefix(m.platform, self.cfg)) if self.cfg.get('pairing_code') else NOT_SET_UP
 
-# %% ../nbs/15_router.ipynb 39
+# %% ../nbs/15_router.ipynb 42
 def _apply_access(cfg:dict, sender:str, add:bool, owner:bool):
     users = [str(u) for u in cfg.get('allowed_users') or [] if str(u) != sender]
     cfg['allowed_users'] = users + ([sender] if add else [])
@@ -313,7 +360,7 @@ def _paired(self:Router, m:Message, key:str)->str:
     help_ = f"send {command_prefix(m.platform, self.cfg)}help to see what you can do."
     return f"Paired: you are the owner; {help_}" if owner else f"Paired: {help_}"
 
-# %% ../nbs/15_router.ipynb 41
+# %% ../nbs/15_router.ipynb 44
 @patch
 def _cmd_unpair(self:Router, m:Message, role:str, args:str)->str:
     was_owner = str(self.cfg.get('owner_id') or '') == m.sender_id
@@ -324,16 +371,22 @@ def _cmd_unpair(self:Router, m:Message, role:str, args:str)->str:
     if was_owner: return f"Unpaired. You are no longer the owner: the next person to pair with {p}start <code> becomes the owner."
     return f"Unpaired. Send {p}start <code> to pair again."
 
-# %% ../nbs/15_router.ipynb 43
+# %% ../nbs/15_router.ipynb 46
 @patch
 def _command(self:Router, m:Message, role:str, word:str, args:str)->str|None:
     p = command_prefix(m.platform, self.cfg)
-    if word not in COMMANDS: return f"Unknown command {p}{word}. Send {p}help for the list."
+    if word not in COMMANDS: return self._refuse(m, word, f"Unknown command {p}{word}. Send {p}help for the list.")
     if word == 'start': return self._pair(m, args)
-    if role != 'owner' and word in OWNER_ONLY: return f"Only the owner can use {p}{word}."
+    if role != 'owner' and word in OWNER_ONLY: return self._refuse(m, word, f"Only the owner can use {p}{word}.")
     return getattr(self, f'_cmd_{word}')(m, role, args)
 
-# %% ../nbs/15_router.ipynb 45
+@patch
+def _refuse(self:Router, m:Message, word:str, reply:str)->str:
+    "Audit a refused command, then give `reply`"
+    self._audit('refused', m, command=word, role=role_of(m, self.cfg), reason=reply)
+    return reply
+
+# %% ../nbs/15_router.ipynb 48
 HELP = {'ask': '<question>  answer from your documents (plain text works too)',
         'search': '<words>  the 5 best passages', 'docs': ' what is indexed',
         'memory': ' what I remember of this chat', 'remember': '<note>  keep a note',
@@ -350,7 +403,7 @@ def _cmd_help(self:Router, m:Message, role:str, args:str)->str:
     lines = [f"{p}{w} {h}" for w,h in HELP.items() if role == 'owner' or w not in OWNER_ONLY]
     return "Commands:\n" + '\n'.join(lines)
 
-# %% ../nbs/15_router.ipynb 46
+# %% ../nbs/15_router.ipynb 49
 @patch
 def _doc_files(self:Router, m:Message, role:str)->list:
     "Indexed document files the caller may search (conversation memory left out)"
@@ -365,7 +418,7 @@ def _cmd_status(self:Router, m:Message, role:str, args:str)->str:
                       f"Model: {f'{pr.name} {pr.model}' if pr else 'none (answers quote passages)'}.",
                       f"This chat: {self.chat_mode(m)} mode."])
 
-# %% ../nbs/15_router.ipynb 48
+# %% ../nbs/15_router.ipynb 51
 def _file_name(fp:str)->str: return fp.split('/', 1)[-1] if fp.startswith('upload:') else Path(fp).name
 def _chunks(n:int)->str: return f"{n} chunk{'' if n == 1 else 's'}"
 
@@ -377,7 +430,7 @@ def _cmd_docs(self:Router, m:Message, role:str, args:str)->str:
     if len(files) > 15: lines.append(f"... and {len(files) - 15} more")
     return f"{len(files)} documents, {sum(f['chunks'] for f in files)} chunks:\n" + '\n'.join(lines)
 
-# %% ../nbs/15_router.ipynb 49
+# %% ../nbs/15_router.ipynb 52
 def format_hits(hits:list, query:str)->str:
     "Search hits as numbered citations, section paths and excerpts"
     terms, out = query_terms(query), []
@@ -395,7 +448,7 @@ def _cmd_search(self:Router, m:Message, role:str, args:str)->str:
     self._audit('search', m, role=role, query=args[:200], hits=len(hits))
     return format_hits(hits, args) if hits else "No results."
 
-# %% ../nbs/15_router.ipynb 51
+# %% ../nbs/15_router.ipynb 54
 MAX_REPLY = 3500
 
 def _cap(text:str, limit:int=MAX_REPLY)->str:
@@ -421,7 +474,7 @@ def _cmd_forget(self:Router, m:Message, role:str, args:str)->str:
 @patch
 def _cmd_ask(self:Router, m:Message, role:str, args:str)->str: return self._ask(m, role, args)
 
-# %% ../nbs/15_router.ipynb 53
+# %% ../nbs/15_router.ipynb 56
 _MODE_NOTE = {'personal': "only your own messages here are answered.",
               'business': "messages from others here are answered from the knowledge base (kb)."}
 
@@ -434,7 +487,7 @@ def _cmd_mode(self:Router, m:Message, role:str, args:str)->str:
     self._audit('mode', m, mode=mode)
     return f"This chat is now in {mode} mode: {_MODE_NOTE[mode]}"
 
-# %% ../nbs/15_router.ipynb 55
+# %% ../nbs/15_router.ipynb 58
 _QUOTE_CHARS = '"\'“”‘’„'
 
 def split_cron_args(args:str)->tuple:
@@ -447,7 +500,7 @@ def split_cron_args(args:str)->tuple:
     n = 1 if s.startswith('@') else 5
     return ' '.join(words[:n]), (words[n].strip() if len(words) > n else '')
 
-# %% ../nbs/15_router.ipynb 57
+# %% ../nbs/15_router.ipynb 60
 NO_SCHEDULER = "Scheduled jobs run in the multis daemon: start it with `multis start`, then send this from your chat app."
 
 def _when(ts:float)->str: return time.strftime('%a %d %b %H:%M', time.localtime(ts))
@@ -463,7 +516,7 @@ def _cmd_cron(self:Router, m:Message, role:str, args:str)->str:
     self._audit('cron', m, action='add', job=job['id'], cron=job['cron'], chars=len(prompt))
     return f"Scheduled {job['id']} ({job['cron']}), next run {_when(job['next_run'])}. {p}jobs lists them, {p}cancel {job['id']} stops it."
 
-# %% ../nbs/15_router.ipynb 58
+# %% ../nbs/15_router.ipynb 61
 @patch
 def _cmd_jobs(self:Router, m:Message, role:str, args:str)->str:
     p = command_prefix(m.platform, self.cfg)
@@ -483,7 +536,7 @@ def _cmd_cancel(self:Router, m:Message, role:str, args:str)->str:
     self._audit('cron', m, action='cancel', job=job['id'])
     return f"Cancelled {job['id']} ({job['cron']})."
 
-# %% ../nbs/15_router.ipynb 60
+# %% ../nbs/15_router.ipynb 63
 class NotPaired(MultisError):
     "A scheduled job whose sender is no longer paired"
 
@@ -497,14 +550,14 @@ def answer_job(self:Router, m:Message)->str:
         if over != 'ok': raise MultisError("skipped: the person who set this job is over their message limit")
     return self._ask(m, role, m.text)
 
-# %% ../nbs/15_router.ipynb 62
+# %% ../nbs/15_router.ipynb 65
 def split_index_args(args:str)->tuple:
     "(path, scope or None): the last word of `/index` arguments is the scope when it is kb or admin"
     parts = args.rsplit(None, 1)
     path, scope = (parts[0], parts[1].lower()) if len(parts) == 2 and parts[1].lower() in SCOPES else (args, None)
     return path.strip().strip('"\''), scope
 
-# %% ../nbs/15_router.ipynb 64
+# %% ../nbs/15_router.ipynb 67
 def _scope_question(what:str)->str:
     return f"Index {what} as kb (everyone paired can search it) or admin (only you)? Reply kb or admin."
 
@@ -518,17 +571,21 @@ def _cmd_index(self:Router, m:Message, role:str, args:str)->str:
 
 @patch
 def _index_path(self:Router, m:Message, path:str, scope:str)->str:
-    p, limits = Path(path).expanduser(), IndexLimits.from_config(self.cfg)
+    gov, limits = self._rules(), IndexLimits.from_config(self.cfg)
+    try: p = gov.check_path(path)
+    except GovernanceError as e:
+        self._audit('index', m, path=path[:300], scope=scope, allowed=False, reason=str(e))
+        return f"Refused: {e}"
     if p.is_dir():
-        s = index_directory(self.store, p, scope, limits=limits, progress=False)
+        s = index_directory(self.store, p, scope, limits=limits, progress=False, path_check=gov.check_file)
         self._audit('index', m, path=str(p), scope=scope, chunks=s.chunks, failed=len(s.failed))
         return _cap(f"{p.name}: {s}")
-    try: r = index_file(self.store, p, scope, limits=limits)
+    try: r = index_file(self.store, p, scope, limits=limits, path_check=gov.check_file)
     except MultisError as e: self._audit('index', m, path=str(p), scope=scope, error=str(e)); raise
     self._audit('index', m, path=r.path, scope=scope, chunks=r.chunks, status=r.status)
     return f"{r.status.capitalize()}: {p.name} ({_chunks(r.chunks)}, {scope})."
 
-# %% ../nbs/15_router.ipynb 65
+# %% ../nbs/15_router.ipynb 68
 @patch
 def _upload(self:Router, m:Message, role:str)->str:
     att, scope = m.attachment, m.text.strip().lower()
@@ -543,7 +600,7 @@ def _index_attachment(self:Router, m:Message, att:Attachment, scope:str)->str:
     self._audit('index', m, path=r.path, scope=scope, chunks=r.chunks, status=r.status)
     return f"Indexed {_file_name(r.path)} ({_chunks(r.chunks)}, {scope if scope in SCOPES else 'this chat'})."
 
-# %% ../nbs/15_router.ipynb 67
+# %% ../nbs/15_router.ipynb 70
 @patch
 def _take_pending(self:Router, m:Message)->Callable|None:
     "The completion of the pending question `m` answers, or None"
@@ -556,14 +613,19 @@ def _take_pending(self:Router, m:Message)->Callable|None:
     if p['kind'] == 'path': return lambda: self._index_path(m, p['path'], text)
     return lambda: self._index_attachment(m, p['attachment'], text)
 
-# %% ../nbs/15_router.ipynb 69
+# %% ../nbs/15_router.ipynb 72
 @patch
-def _governance(self:Router):
-    "The governance rules, loaded on first use; a `MultisError` when turned off or broken"
-    if not cfg_get(self.cfg, 'governance.enabled', True):
-        raise MultisError("/exec and /read are turned off (governance.enabled is false in config.json).")
+def _rules(self:Router):
+    "The governance rules (allowed and denied folders for /read and /index), loaded on first use"
     if self._gov is None: self._gov = load_governance(self.home)
     return self._gov
+
+@patch
+def _governance(self:Router):
+    "The governance rules for /exec and /read; a `MultisError` when turned off or broken"
+    if not cfg_get(self.cfg, 'governance.enabled', True):
+        raise MultisError("/exec and /read are turned off (governance.enabled is false in config.json).")
+    return self._rules()
 
 def format_exec(cmdline:str, res)->str:
     "A command's result as plain text: the command line, its output, and why it stopped if not cleanly"
@@ -582,7 +644,7 @@ def _exec(self:Router, m:Message, cmdline:str, confirmed:bool=False)->str:
     self._audit('exec', m, command=cmdline, allowed=True, confirmed=confirmed, exit_code=res.exit_code, reason=res.reason)
     return format_exec(cmdline, res)
 
-# %% ../nbs/15_router.ipynb 70
+# %% ../nbs/15_router.ipynb 73
 @patch
 def _cmd_exec(self:Router, m:Message, role:str, args:str)->str:
     return self._exec(m, args) if args else f"Usage: {command_prefix(m.platform, self.cfg)}exec <command>"
