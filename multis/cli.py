@@ -23,6 +23,7 @@ from .search import query_terms, check_scopes
 from .indexer import IndexLimits, index_directory, index_file
 from .evaluate import evaluate_beir
 from .terminal import chat
+from .memory import cleanup_temp
 from .onboarding import init
 from .daemon import start, stop, status
 
@@ -195,10 +196,16 @@ def _check_home():
     if (home := multis_home()).exists() and not home.is_dir():
         raise MultisError(f"the multis home {home} is a file, not a folder: set MULTIS_HOME to a folder")
 
+def _run(verb:str, func, args:dict)->int:
+    "Run a verb: on a home that is a folder, after removing what interrupted writes left in chat memory (for `chat`)"
+    _check_home()
+    if verb == 'chat': cleanup_temp()
+    return func(**args)
+
 def main(argv:list|None=None)->int:
     "Run `multis` with `argv` (default: the command line); returns the exit status"
     args = vars(build_parser().parse_args(argv))
-    func = args.pop('_func'); args.pop('verb')
-    code = report_errors(lambda: _check_home() or func(**args))
+    func, verb = args.pop('_func'), args.pop('verb')
+    code = report_errors(_run, verb, func, args)
     if argv is None: sys.exit(code)
     return code

@@ -18,10 +18,11 @@ from .config import cfg_get, load_config, report_errors
 from .store import Store
 from .vectors import open_store, embed_in_background
 from .conversation import Conversation
+from .memory import cleanup_temp
 from .router import Router
 from .scheduler import Scheduler, platform_deliverer, track_activity
 
-# %% ../nbs/20_daemon.ipynb 5
+# %% ../nbs/20_daemon.ipynb 6
 log = logging.getLogger('multis.daemon')
 
 def _home(home=None)->Path: return Path(home) if home is not None else multis_home()
@@ -39,7 +40,7 @@ def _read_state(home)->dict:
     except (OSError, ValueError): return {}
     return d if isinstance(d, dict) else {}
 
-# %% ../nbs/20_daemon.ipynb 8
+# %% ../nbs/20_daemon.ipynb 9
 def _try_lock(home)->FileLock|None:
     "The daemon lock, acquired; None when a running daemon holds it"
     lock_path(home).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -63,7 +64,7 @@ def daemon_state(home=None)->dict:
     finally: lock.release()
     return dict(running=False, stale_pid=stale)
 
-# %% ../nbs/20_daemon.ipynb 14
+# %% ../nbs/20_daemon.ipynb 15
 PLATFORMS = {'telegram': ('multis.telegram_bot', 'TelegramPlatform'), 'beeper': ('multis.beeper', 'BeeperPlatform')}
 
 def enabled_platforms(cfg:dict)->list:
@@ -76,7 +77,7 @@ def platform_class(name:str):
     try: return getattr(importlib.import_module(mod), cls)
     except (ImportError, AttributeError) as e: raise MultisError(f"{name} is enabled but {mod}.{cls} cannot be loaded ({e})") from None
 
-# %% ../nbs/20_daemon.ipynb 17
+# %% ../nbs/20_daemon.ipynb 18
 class Daemon:
     "A running multis: store, conversation, router, scheduler and chat platforms"
     def __init__(self, home=None,              # the multis home; default `multis_home()`
@@ -87,6 +88,7 @@ class Daemon:
                  tick_seconds:float=30):       # how often the scheduler looks for due work
         self.home = _home(home)
         self.cfg = cfg if cfg is not None else load_config(self.home/'config.json')
+        if n := cleanup_temp(self.home): log.info("removed %d temp files an interrupted write left in memory/", n)
         self.clock, self.tick_seconds, self.status = clock, tick_seconds, {}
         self.store = open_store(self.home/'multis.db', self.cfg)
         self.conv = Conversation(self.store, self.cfg, provider, self.home)
@@ -97,7 +99,7 @@ class Daemon:
 
     def __repr__(self): return f"Daemon(platforms={sorted(self.platforms)})"
 
-# %% ../nbs/20_daemon.ipynb 18
+# %% ../nbs/20_daemon.ipynb 19
 @patch
 def _build_platforms(self:Daemon)->dict:
     res = {}
@@ -108,7 +110,7 @@ def _build_platforms(self:Daemon)->dict:
             log.error("%s could not be set up: %s", name, e)
     return res
 
-# %% ../nbs/20_daemon.ipynb 20
+# %% ../nbs/20_daemon.ipynb 21
 NO_PLATFORM = ("no chat platform is enabled: only the scheduler runs (set platforms.telegram.enabled or "
                "platforms.beeper.enabled in config.json, or run `multis init`)")
 
@@ -130,7 +132,7 @@ async def tick(self:Daemon)->dict:
     try: return await asyncio.to_thread(self.scheduler.tick)
     except Exception: log.exception("scheduler tick failed"); return {}
 
-# %% ../nbs/20_daemon.ipynb 21
+# %% ../nbs/20_daemon.ipynb 22
 @patch
 async def shutdown(self:Daemon):
     "Stop the platforms gracefully, finish memory captures, close the store"
@@ -146,7 +148,7 @@ def close(self:Daemon):
     self.conv.close()
     self.store.close()
 
-# %% ../nbs/20_daemon.ipynb 23
+# %% ../nbs/20_daemon.ipynb 24
 @patch
 def start_local(self:Daemon):
     "Start the watched folders and, if `service.enabled`, the memory service; a failure is logged, not fatal"
@@ -174,7 +176,7 @@ def stop_local(self:Daemon):
             except Exception: log.exception("%s did not stop cleanly", name)
             setattr(self, name, None)
 
-# %% ../nbs/20_daemon.ipynb 25
+# %% ../nbs/20_daemon.ipynb 26
 @patch
 async def serve(self:Daemon, stop:asyncio.Event, # set it to stop
                 on_ready:Callable|None=None):    # called once started
@@ -188,7 +190,7 @@ async def serve(self:Daemon, stop:asyncio.Event, # set it to stop
             except asyncio.TimeoutError: pass
     finally: await self.shutdown()
 
-# %% ../nbs/20_daemon.ipynb 34
+# %% ../nbs/20_daemon.ipynb 35
 class RedactingFormatter(logging.Formatter):
     "A log formatter that replaces the given secrets (and their tracebacks) with ***"
     def __init__(self, fmt:str, secrets=()): super().__init__(fmt); self.secrets = list(secrets)
@@ -203,7 +205,7 @@ def config_secrets(cfg:dict)->list:
     keys = ('platforms.telegram.bot_token', 'platforms.beeper.token', 'llm.api_key', 'embeddings.api_key')
     return [str(v) for k in keys if (v := cfg_get(cfg, k))]
 
-# %% ../nbs/20_daemon.ipynb 36
+# %% ../nbs/20_daemon.ipynb 37
 LOG_FORMAT = '%(asctime)s %(levelname)s %(name)s: %(message)s'
 
 def daemon_logging(home=None)->list:
@@ -223,7 +225,7 @@ def _set_secrets(handlers:list, secrets:list):
 def _drop_handlers(handlers:list):
     for h in handlers: logging.getLogger().removeHandler(h); h.close()
 
-# %% ../nbs/20_daemon.ipynb 38
+# %% ../nbs/20_daemon.ipynb 39
 class _Stopper:
     "Sets the daemon's stop event from a signal handler, also before the event loop exists"
     def __init__(self): self.loop, self.event, self.requested, self.lock = None, None, False, threading.Lock()
@@ -241,7 +243,7 @@ def _install_signals(handler)->dict:
     if threading.current_thread() is not threading.main_thread(): return {}
     return {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
 
-# %% ../nbs/20_daemon.ipynb 39
+# %% ../nbs/20_daemon.ipynb 40
 def _serve_in_thread(daemon:Daemon, stopper:_Stopper, on_ready:Callable|None=None):
     "Run `daemon.serve` on its own loop in a thread, waiting for it here (where signals arrive)"
     box = {}
@@ -257,7 +259,7 @@ def _serve_in_thread(daemon:Daemon, stopper:_Stopper, on_ready:Callable|None=Non
     while t.is_alive(): t.join(0.2)
     if 'error' in box: raise box['error']
 
-# %% ../nbs/20_daemon.ipynb 40
+# %% ../nbs/20_daemon.ipynb 41
 def ready_lines(daemon:Daemon, home=None)->list:
     "What `start --foreground` shows once multis runs: its pid and log, each platform, the scheduler, service and watch"
     st, names = daemon.status, dict.fromkeys([*PLATFORMS, *daemon.platforms, *(k for k in daemon.status if k not in ('watch', 'service'))])
@@ -270,7 +272,7 @@ def ready_lines(daemon:Daemon, home=None)->list:
     lines.append(f"  watch: {st.get('watch', 'off (no watched folders)')}")
     return lines + ['Ctrl-C stops it.']
 
-# %% ../nbs/20_daemon.ipynb 42
+# %% ../nbs/20_daemon.ipynb 43
 def _write_ready(home, started:float, say:Callable|None=None):
     def ready(daemon:Daemon):
         st = dict(pid=os.getpid(), started=started, platforms=daemon.status)
@@ -280,7 +282,7 @@ def _write_ready(home, started:float, say:Callable|None=None):
         if say: say('\n'.join(ready_lines(daemon, home)))
     return ready
 
-# %% ../nbs/20_daemon.ipynb 43
+# %% ../nbs/20_daemon.ipynb 44
 def run_foreground(home=None,                 # the multis home; default `multis_home()`
                    provider=None,             # a Provider; default the config's
                    platforms:dict|None=None,  # name -> platform; default those the config enables
@@ -320,7 +322,7 @@ def _run_locked(home, stopper, handlers, provider, platforms, tick_seconds, say=
     if say: say(f"multis stopped (pid {os.getpid()})")
     return 0
 
-# %% ../nbs/20_daemon.ipynb 47
+# %% ../nbs/20_daemon.ipynb 48
 _CHILD = 'import sys; from multis.daemon import run_foreground; from multis.config import report_errors; sys.exit(report_errors(run_foreground))'
 
 def _spawn(home:Path)->subprocess.Popen:
@@ -337,7 +339,7 @@ def _log_tail(home, offset:int, lines:int=8)->str:
     except OSError: return ''
     return '\n'.join(text.strip().splitlines()[-lines:])
 
-# %% ../nbs/20_daemon.ipynb 48
+# %% ../nbs/20_daemon.ipynb 49
 def _platform_lines(platforms:dict|None)->list:
     if not platforms: return ['  no chat platform enabled: only the scheduler runs']
     return [f"  {k}: {v}" for k,v in platforms.items()]
@@ -356,7 +358,7 @@ def _wait_ready(home:Path, proc:subprocess.Popen, offset:int, timeout:float)->in
     print(f"multis (pid {proc.pid}) did not report ready within {timeout:g} s; see {log_path(home)}", file=sys.stderr)
     return 1
 
-# %% ../nbs/20_daemon.ipynb 49
+# %% ../nbs/20_daemon.ipynb 50
 def start(foreground:bool=False, # run in this terminal until Ctrl-C, instead of in the background
           timeout:float=30,      # seconds to wait for the background daemon to be ready
          )->int:                 # 0 started (or stopped cleanly, in the foreground), 1 otherwise
@@ -368,7 +370,7 @@ def start(foreground:bool=False, # run in this terminal until Ctrl-C, instead of
     offset = log_path(home).stat().st_size if log_path(home).exists() else 0
     return _wait_ready(home, _spawn(home), offset, timeout)
 
-# %% ../nbs/20_daemon.ipynb 51
+# %% ../nbs/20_daemon.ipynb 52
 def _stale_note(st:dict)->str: return f" (removed the stale pid file of process {st['stale_pid']})" if st.get('stale_pid') else ''
 
 def stop(timeout:float=60, # seconds to wait for in-flight work to finish
@@ -387,7 +389,7 @@ def stop(timeout:float=60, # seconds to wait for in-flight work to finish
     print(f"multis (pid {st['pid']}) is still finishing after {timeout:g} s; see {log_path(home)}", file=sys.stderr)
     return 1
 
-# %% ../nbs/20_daemon.ipynb 52
+# %% ../nbs/20_daemon.ipynb 53
 def _duration(s:float)->str:
     s = int(max(s, 0))
     d, h, m = s//86400, s%86400//3600, s%3600//60
@@ -401,7 +403,7 @@ def status()->int:
     print('\n'.join([f"multis is running (pid {st['pid'] or 'unknown'}{up})"] + _platform_lines(st.get('platforms'))))
     return 0
 
-# %% ../nbs/20_daemon.ipynb 55
+# %% ../nbs/20_daemon.ipynb 56
 def main(argv:list|None=None)->int:
     "`start [--foreground] [--timeout S]`, `stop [--timeout S]` or `status`; returns the exit status"
     p = argparse.ArgumentParser(prog='multis', description='start, stop or check the multis daemon')

@@ -224,3 +224,21 @@ def test_read_only_home_is_one_line(read_only_home, args):
     _one_clear_line(r)
     if args[0] not in ('status', 'stop', 'eval'): assert r.returncode == 1 and str(read_only_home) in r.stderr, r.stderr
     assert list(read_only_home.iterdir()) == []
+
+
+def _stale_temp(home):
+    "A temp file a killed write left in chat memory (its process is gone)"
+    dead = subprocess.Popen([sys.executable, '-c', 'pass']); dead.wait()
+    chat = home/'memory'/'chats'/'terminal'; chat.mkdir(parents=True)
+    (chat/'recent.json').write_text('[]')
+    tmp = chat/f'.recent.json.{dead.pid}.0a1b2c3d.tmp'; tmp.write_text('[{"half": ')
+    return tmp
+
+
+def test_chat_removes_temp_files_interrupted_writes_left(tmp_path):
+    home = tmp_path/'home'
+    tmp = _stale_temp(home)
+    r = subprocess.run([MULTIS, 'chat'], input='/quit\n', capture_output=True, text=True, timeout=120,
+                       env={**os.environ, 'MULTIS_HOME': str(home)})
+    assert r.returncode == 0, r.stderr
+    assert not tmp.exists() and (tmp.parent/'recent.json').read_text() == '[]'

@@ -292,3 +292,12 @@ def test_docs_processor_runs_the_notebook(nb):
     r = subprocess.run([sys.executable, '-c', DOCS_PROC, nb], cwd=nbs, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert 'Found cells containing imports and other code' not in r.stderr
+
+
+def test_daemon_start_removes_temp_files_interrupted_writes_left(home):
+    dead = subprocess.Popen([sys.executable, '-c', 'pass']); dead.wait()
+    chat = home/'memory'/'chats'/'100'; chat.mkdir(parents=True)
+    tmp = chat/f'.recent.json.{dead.pid}.0a1b2c3d.tmp'; tmp.write_text('[{"half": ')
+    code, out, err, pid = _foreground(home)
+    assert code == 0, err
+    assert not tmp.exists() and 'removed 1 temp files an interrupted write left in memory/' in log_path(home).read_text()
