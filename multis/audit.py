@@ -32,11 +32,34 @@ _SECRET_PATTERNS = [
     (re.compile(r'\bgh[pousr]_[A-Za-z0-9]{30,}'), REDACTED),
     (re.compile(r'\bAIza[0-9A-Za-z_-]{35}'), REDACTED),
     (re.compile(r'(://[^/\s:@]+:)[^/\s@]+@'), r'\1' + REDACTED + '@'),
-    (re.compile(rf'(?i)\b({_SECRET_NAME})(["\']?\s*[=:]\s*)(?!(?:bearer|basic)\s)("[^"]*"|\'[^\']*\'|[^\s&"\',;]+)'), r'\1\2' + REDACTED),
+    (re.compile(rf'(?i)\b({_SECRET_NAME})(["\']?\s*[=:]\s*)(?!(?:bearer|basic)\s|\[redacted\])("[^"]*"|\'[^\']*\'|[^\s&"\',;]+)'), r'\1\2' + REDACTED),
 ]
+
+_SECRET_BLOCK = re.compile(rf'(?i)\b({_SECRET_NAME})(["\']?\s*[=:]\s*)(?=[\[{{])')
+
+def _block_end(text:str, i:int)->int:
+    "Where the `{...}` or `[...]` block opening at `text[i]` ends (quotes respected); the text's end if unclosed"
+    depth, quote, esc = 0, None, False
+    for j in range(i, len(text)):
+        c = text[j]
+        if esc: esc = False
+        elif quote: esc, quote = c == '\\', None if c == quote else quote
+        elif c in '"\'': quote = c
+        elif c in '[{': depth += 1
+        elif c in ']}' and (depth := depth - 1) == 0: return j + 1
+    return len(text)
+
+def _redact_blocks(text:str)->str:
+    "`text` with the `{...}`/`[...]` value of every secret-sounding name replaced whole"
+    out, pos = [], 0
+    for m in _SECRET_BLOCK.finditer(text):
+        if m.start() < pos: continue
+        out += [text[pos:m.end()], REDACTED]; pos = _block_end(text, m.end())
+    return ''.join(out) + text[pos:]
 
 def redact_text(text:str)->str:
     "`text` with every known secret shape replaced by `[redacted]`"
+    text = _redact_blocks(text)
     for pat, repl in _SECRET_PATTERNS: text = pat.sub(repl, text)
     return text
 
@@ -46,7 +69,7 @@ def _secret_field(name)->bool: return any(s in str(name).lower() for s in SECRET
 def redact(value, name:str=''):
     "`value` ready for the log: secret fields replaced whole, secret shapes in strings replaced, at any depth"
     if name and _secret_field(name): return REDACTED
-    if isinstance(value, dict): return {str(k): redact(v, str(k)) for k, v in value.items()}
+    if isinstance(value, dict): return {redact_text(str(k)): redact(v, str(k)) for k, v in value.items()}
     if isinstance(value, (list, tuple, set)): return [redact(v) for v in value]
     if value is None or isinstance(value, (bool, int, float)): return value
     return redact_text(str(value))

@@ -132,3 +132,15 @@ def test_concurrent_processes_write_whole_lines(tmp_path):
     assert long and all(r['command'] == 'cat ' + 'x'*9000 and r['reason'] == 'y'*5000 for r in long)
     assert all(r['api_key'] == REDACTED for r in recs)
     assert max(len(l) for l in raw) > 4096
+
+def test_service_tokens_and_embedding_key_never_reach_the_log(tmp_path):
+    "issue 14: the tokens are the keys of service.tokens; a config shown as text or as a dict must not leak them"
+    tok, emb = 'Zx9-owner-token_' + 'q'*20, 'emb-' + 'k'*24
+    cfg = {'service': {'port': 5858, 'tokens': {tok: {'read': ['kb'], 'write': ['user:7']}}},
+           'embeddings': {'provider': 'openai', 'api_key': emb}}
+    audit('config', tmp_path, changed=cfg, text=json.dumps(cfg), line=f"service.tokens={{'{tok}': 1}} embeddings.api_key={emb}",
+          tokens=[tok])
+    raw = audit_path(tmp_path).read_text()
+    assert tok not in raw and emb not in raw
+    rec = read_audit(tmp_path, 'config')[0]
+    assert rec['changed']['service']['port'] == 5858 and rec['changed']['embeddings']['provider'] == 'openai'
