@@ -48,7 +48,7 @@ def _check_server(url:str):
     "Refuse a Bot API server that is not an http(s) URL with a host"
     try: u = urlsplit(url); ok = u.scheme in ('http', 'https') and u.hostname and (u.port or True)
     except ValueError: ok = False
-    if not ok or u.query or u.fragment or re.search(r'\s', url):
+    if not ok or u.query or u.fragment or re.search(r'\s', url) or not re.fullmatch(r'(.*/bot)?/?', u.path):
         raise MultisError(f"the Telegram Bot API server must be an http(s) URL like http://localhost:8081/bot, not {url!r}")
 
 def _check_telegram(a:dict, base_url:str=''):

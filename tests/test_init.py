@@ -175,6 +175,7 @@ def test_short_tokens_of_telegrams_shape_pass(tmp_path):
     (['--telegram-base-url', 'localhost:8081'], "must be an http(s) URL like http://localhost:8081/bot, not 'localhost:8081'"),
     (['--telegram-base-url', 'file:///etc/passwd'], 'must be an http(s) URL'),
     (['--telegram-base-url', 'http://h:99999/bot'], 'must be an http(s) URL'),
+    (['--telegram-base-url', 'http://localhost:8081/api'], 'must be an http(s) URL'),
     (['--telegram-base-url', 'http://h/bot', '--telegram-token', 'a/b'], "a bot token cannot contain spaces, '/'"),
     (['--telegram-token', 'local-test-token'], 'that is not a Telegram bot token'),
 ])
