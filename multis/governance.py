@@ -689,10 +689,9 @@ def _check_git_repo(self:Governance):
     if not (git := shutil.which('git', path=env['PATH'])): return
     dirs = _git_out([git, 'rev-parse', '--absolute-git-dir', '--git-common-dir'], self.cwd, env)
     if dirs is None: return   # not a repository: git says so itself
-    for d in dirs.splitlines():
-        try: p = self.check_path(d, expand=False)
-        except GovernanceError as e: raise GovernanceError(f'the repository is not usable: {e}') from None
-    if (p/'objects'/'info'/'alternates').exists(): raise GovernanceError('the repository borrows objects from elsewhere (objects/info/alternates): git is refused here')
+    try: found = [self.check_path(d, expand=False) for d in dirs.splitlines() if d]
+    except GovernanceError as e: raise GovernanceError(f'the repository is not usable: {e}') from None
+    if any((p/'objects'/'info'/'alternates').exists() for p in found): raise GovernanceError('the repository borrows objects from elsewhere (objects/info/alternates): git is refused here')
     if (listing := _git_out([git, 'config', '--list', '-z'], self.cwd, env)) is None: raise GovernanceError("cannot read the repository's config: git is refused here")
     if bad := _risky_git_keys(listing):
         raise GovernanceError(f"the repository's config sets {', '.join(bad[:3])}, which can run programs or read elsewhere: git is refused here")

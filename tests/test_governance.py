@@ -641,3 +641,10 @@ def test_check_file_is_fast(gov, box):
     t0 = time.perf_counter()
     for p in big.iterdir(): gov.check_file(p)
     assert time.perf_counter() - t0 < 1.5
+
+@needs_git
+def test_repository_borrowing_objects_from_elsewhere_is_refused(gov, box):
+    other = repo(box['outside']/'repo')
+    repo(box['root'])
+    (box['root']/'.git'/'objects'/'info'/'alternates').write_text(f'{other}/.git/objects\n')
+    with pytest.raises(GovernanceError, match='borrows objects from elsewhere'): gov.run('git log', confirmed=True)
