@@ -63,8 +63,9 @@ class Watcher:
                  cfg:dict,                    # the config: `watch` entries and `indexing` limits
                  home=None,                   # the multis home (unused for now; kept for symmetry with the service)
                  debounce:float=1.0,          # seconds of quiet before a changed file is indexed
-                 scan:bool=True):             # index every folder once on start
-        self.db = store.path if isinstance(store, Store) else str(store)
+                 scan:bool=True,              # index every folder once on start
+                 *, path_check=None):         # called with each file's resolved path; raises a `MultisError` to refuse it
+        self.db, self.path_check = (store.path if isinstance(store, Store) else str(store)), path_check
         self.entries, self.limits, self.debounce, self.scan = watch_entries(cfg), IndexLimits.from_config(cfg), debounce, scan
         self.cfg = cfg
         self.pending, self.cond, self.stopping = {}, threading.Condition(), False
@@ -102,11 +103,12 @@ def _take_due(self:Watcher)->list:
 def _sync(self:Watcher, st:Store, path:Path, entry:dict):
     "Index, re-index or remove `path` to match the disk"
     if path.is_dir():
-        s = index_directory(st, path, entry['scope'], entry['recursive'], self.limits, progress=False)
+        s = index_directory(st, path, entry['scope'], entry['recursive'], self.limits, progress=False,
+                            path_check=self.path_check)
         for r in s.indexed + s.unchanged + s.failed: self._record(str(r.path), r.status, r.error)
     elif path.is_file():
         if not wanted(path, entry): return
-        r = index_file(st, path, entry['scope'], self.limits)
+        r = index_file(st, path, entry['scope'], self.limits, path_check=self.path_check)
         self._record(r.path, r.status)
     else:
         gone = [f['file_path'] for f in st.files() if f['file_path'] == str(path) or Path(f['file_path']).is_relative_to(path)]
