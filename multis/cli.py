@@ -24,6 +24,7 @@ from .indexer import IndexLimits, index_directory, index_file
 from .evaluate import evaluate_beir
 from .terminal import chat
 from .memory import cleanup_temp
+from .governance import load_governance
 from .onboarding import init
 from .daemon import start, stop, status
 
@@ -58,13 +59,13 @@ def index(path:str,                          # a file or a folder (folders are i
          )->int:
     "Index documents (PDF, DOCX, Markdown, text) so they can be searched"
     if scope is None: raise MultisError("say who may search these documents: --scope kb (everyone) or --scope admin (only you)")
-    p = Path(path).expanduser()
+    p, check = Path(path).expanduser(), load_governance().check_not_denied
     with _store(db) as st:
         if p.is_dir():
-            s = index_directory(st, p, scope, limits=_limits(), progress=not quiet)
+            s = index_directory(st, p, scope, limits=_limits(), progress=not quiet, path_check=check)
             print(s)
         else:
-            r = index_file(st, p, scope, limits=_limits(), force=force)
+            r = index_file(st, p, scope, limits=_limits(), force=force, path_check=check)
             print(f"{r.status}: {Path(r.path).name} ({r.chunks} chunks)")
         _embed_all(st, quiet)
     return 1 if p.is_dir() and s.failed else 0

@@ -19,6 +19,7 @@ from .store import Store
 from .vectors import open_store, embed_in_background
 from .conversation import Conversation
 from .memory import cleanup_temp
+from .governance import load_governance
 from .router import Router
 from .scheduler import Scheduler, platform_deliverer, track_activity
 
@@ -157,7 +158,8 @@ def start_local(self:Daemon):
     if self.cfg.get('watch'):
         try:
             from multis.watch import Watcher
-            self.watcher = Watcher(self.store, self.cfg, self.home).start(); self.status['watch'] = 'running'
+            check = load_governance(self.home).check_file
+            self.watcher = Watcher(self.store, self.cfg, self.home, path_check=check).start(); self.status['watch'] = 'running'
         except Exception as e: self.status['watch'] = f"failed: {e}"; log.error("watched folders could not start: %s", e)
     if cfg_get(self.cfg, 'service.enabled', False):
         try:

@@ -242,3 +242,27 @@ def test_chat_removes_temp_files_interrupted_writes_left(tmp_path):
                        env={**os.environ, 'MULTIS_HOME': str(home)})
     assert r.returncode == 0, r.stderr
     assert not tmp.exists() and (tmp.parent/'recent.json').read_text() == '[]'
+
+
+# --- issue 14 item 5: `multis index` of a folder does not follow symlinks into denied files ---
+
+def test_index_refuses_symlinks_into_denied_files(tmp_path):
+    home = tmp_path/'home'
+    secret = home/'memory'/'chats'/'other'/'memory.md'; secret.parent.mkdir(parents=True)
+    secret.write_text('# Other chat\nthe zebra vault code is 8812\n')
+    (home/'config.json').write_text('{"pairing_code": "ZEBRACODE1"}')
+    docs = tmp_path/'Documents'/'inbox'; docs.mkdir(parents=True)
+    (docs/'good.md').write_text('# Good\nzebra crossings are striped\n')
+    (docs/'notes.md').symlink_to(secret)
+    (docs/'settings.txt').symlink_to(home/'config.json')
+    r = multis('index', str(docs), '--scope', 'kb', '--quiet', home=home)
+    assert r.returncode == 1 and 'Traceback' not in r.stderr, r.stderr
+    assert '1 indexed' in r.stdout and '2 failed' in r.stdout, r.stdout
+    failed = [l for l in r.stdout.splitlines() if 'failed:' in l]        # one line per refused file
+    assert len(failed) == 2 and all('is in a denied folder' in l for l in failed), r.stdout
+    assert any('config.json' in l for l in failed) and '8812' not in r.stdout
+    hits = json.loads(multis('search', 'zebra', '--json', '--no-record', home=home, check=0).stdout)
+    assert [h['name'] for h in hits] == ['Good'] and not any('8812' in h['content'] for h in hits)
+    # the single file too
+    r = multis('index', str(docs/'notes.md'), '--scope', 'kb', home=home)
+    assert r.returncode == 1 and r.stderr.startswith('multis: ') and 'denied' in r.stderr and '8812' not in r.stdout

@@ -301,3 +301,25 @@ def test_daemon_start_removes_temp_files_interrupted_writes_left(home):
     code, out, err, pid = _foreground(home)
     assert code == 0, err
     assert not tmp.exists() and 'removed 1 temp files an interrupted write left in memory/' in log_path(home).read_text()
+
+
+# --- issue 14 item 5: watched folders do not follow symlinks into denied files ---
+
+def test_watched_folder_does_not_follow_links_into_denied_files(tmp_path):
+    secret = tmp_path/'memory'/'chats'/'other'/'memory.md'; secret.parent.mkdir(parents=True)
+    secret.write_text('# Other chat\nthe okapi vault code is 8812\n')
+    notes = tmp_path/'documents'/'inbox'; notes.mkdir(parents=True)
+    (notes/'good.md').write_text('# Good\nokapi facts\n')
+    (notes/'link.md').symlink_to(secret)
+    d = Daemon(tmp_path, deep_merge(DEFAULT_CONFIG, {'watch': [{'path': str(notes), 'scope': 'kb'}]}), provider=FakeProvider(), platforms={})
+
+    async def scenario():
+        await d.startup()
+        assert await asyncio.to_thread(d.watcher.ready.wait, 20)
+        hits = d.store.search('okapi')
+        await d.shutdown()
+        return hits
+
+    hits = asyncio.run(scenario())
+    assert d.status['watch'] == 'running'
+    assert [h.name for h in hits] == ['Good'] and not any('8812' in h.content for h in hits)
