@@ -33,9 +33,9 @@ from .config import cfg_get, load_config
 from .store import Store, StoreError
 from .vectors import open_store
 from .search import check_scopes
-from .indexer import IndexLimits, index_directory, index_file, index_upload
+from .indexer import IndexLimits, ScopeRefused, index_directory, index_file, index_upload
 from .ask import ask_config
-from .memory import ChatMemory, forget, log_message, remember, safe_chat_id
+from .memory import ChatMemory, cleanup_temp, forget, log_message, remember, safe_chat_id
 from .facts import FactStore, ABSENT
 from .governance import GovernanceError, load_governance
 from .audit import audit
@@ -179,6 +179,8 @@ class MessageRequest(BaseModel):
     role:Literal['user', 'assistant']
     content:str = Field(min_length=1, max_length=100_000)
     speaker:Optional[str] = Field(None, max_length=200)
+    message_id:Optional[str] = Field(None, min_length=1, max_length=200, pattern=r'^[^\x00-\x1f\x7f]+$',
+                                     description="the client's id for this message: a retry with the same id adds nothing")
 
 class MessageResponse(BaseModel):
     chat_id:str; scope:str; window:int
@@ -233,7 +235,7 @@ def scoped_stats(store:Store, scopes:list|None)->dict:
 # %% ../nbs/22_service.ipynb 24
 def error_status(e:MultisError)->int:
     "The HTTP status of a refusal"
-    if isinstance(e, (Forbidden, GovernanceError)): return 403
+    if isinstance(e, (Forbidden, GovernanceError, ScopeRefused)): return 403
     if isinstance(e, StoreError) and 'locked' in str(e): return 503
     return 400
 
@@ -466,12 +468,12 @@ def _search_routes(app:FastAPI):
 # %% ../nbs/22_service.ipynb 49
 def _index_path(app, r:IndexPathRequest, scope:str, access:Access)->dict:
     gov, st, lim = load_governance(app.state.home), app.state.pool.get(), app.state.limits
-    p = gov.check_path(r.path)
+    p, kw = gov.check_path(r.path), dict(limits=lim, path_check=gov.check_file, writable=access.write)
     if p.is_dir():
-        s = index_directory(st, p, scope, recursive=r.recursive, limits=lim, progress=False)
+        s = index_directory(st, p, scope, recursive=r.recursive, progress=False, **kw)
         res = s.indexed + s.unchanged + s.failed
         return dict(results=[vars(x) for x in res], removed=s.removed, chunks=s.chunks)
-    x = index_file(st, p, scope, limits=lim, force=r.force)
+    x = index_file(st, p, scope, force=r.force, **kw)
     return dict(results=[vars(x)], chunks=x.chunks if x.status == 'indexed' else 0)
 
 def _noted(request:Request, res:dict)->dict:
@@ -508,7 +510,7 @@ def _index_routes(app:FastAPI):
         name, scope, lim = upload_name(file.filename), write_scope(access, scope), request.app.state.limits
         try: data = await _read_capped(file, lim.max_bytes)
         except _TooBig as e: return _fail(request, 413, str(e))
-        def work(): return index_upload(request.app.state.pool.get(), data, name, scope, lim)
+        def work(): return index_upload(request.app.state.pool.get(), data, name, scope, lim, writable=access.write)
         x = await anyio.to_thread.run_sync(work)
         return _noted(request, dict(results=[vars(x)], chunks=x.chunks))
 
@@ -527,9 +529,10 @@ def _memory_routes(app:FastAPI):
     @app.post('/memory/{chat_id}/messages', response_model=MessageResponse, summary="Log and index a chat message")
     def message(r:MessageRequest, request:Request, chat_id:str=_ChatId, access:Access=Depends(caller)):
         mem, st = _chat(request, access, chat_id, True), request.app.state.pool.get()
-        note(request, role=r.role, chars=len(r.content))
+        note(request, role=r.role, chars=len(r.content), message_id=r.message_id)
         cfg = {**request.app.state.cfg, 'memory': {**request.app.state.cfg.get('memory', {}), 'index_raw': True}}
-        n = log_message(mem, r.role, r.content, st, cfg, speaker=r.speaker)
+        n = log_message(mem, r.role, r.content, st, cfg, speaker=r.speaker, msg_id=r.message_id,
+                        untrusted=not access.owner or r.speaker is not None)
         return dict(chat_id=mem.chat_id, scope=mem.scope, window=n)
 
     @app.get('/memory/{chat_id}', response_model=MemoryOut, summary="A chat's memory.md")
@@ -669,11 +672,12 @@ def serve(port:int=None,          # port to listen on (default: service.port in 
     "Run the local memory service (search, index, memory, facts over HTTP) until Ctrl-C"
     from multis.watch import Watcher
     home = multis_home(); cfg = load_config(home/'config.json')
+    cleanup_temp(home)
     port = port or int(cfg_get(cfg, 'service.port', 5858))
     app = create_app(home/'multis.db', cfg, home)
     if host not in ('0.0.0.0', '::', ''): app.state.hosts.add(_bind_name(host))
     config = uvicorn.Config(app, host=host, port=port, log_level='info'); redact_access_log()
     print(f"multis memory service on http://{host}:{port} (token in {home/'service-token'}); Ctrl-C stops it")
-    with Watcher(home/'multis.db', cfg, home):
+    with Watcher(home/'multis.db', cfg, home, path_check=load_governance(home).check_file):
         QuietServer(config).run()
     return 0

@@ -312,6 +312,13 @@ def _free_port():
 def test_serve_sigterm(tmp_path):
     "`serve` exits 0 on SIGTERM; item 15: uvicorn's access log (stdout) prints no query string, so ?token= stays out"
     port = _free_port()
+    stale = tmp_path/'memory'/'chats'/'9'/'.recent.json.999999999.deadbeef.tmp'   # item 16: cleaned at start
+    stale.parent.mkdir(parents=True); stale.write_text('[]')
+    allowed, outside = tmp_path/'allowed', tmp_path/'outside'    # the watcher checks every file with governance
+    allowed.mkdir(); outside.mkdir()
+    (allowed/'ok.md').write_text('# Ok\nthe wombat sleeps\n'); (outside/'secret.md').write_text('# Secret\nthe wombat secret\n')
+    (tmp_path/'governance.json').write_text(json.dumps({'allowed_roots': [str(allowed)]}))
+    (tmp_path/'config.json').write_text(json.dumps({'watch': [{'path': str(outside), 'scope': 'kb'}, {'path': str(allowed), 'scope': 'kb'}]}))
     code = f"import sys; from multis.service import serve; sys.exit(serve({port}))"
     p = subprocess.Popen([sys.executable, '-c', code], env={**os.environ, 'MULTIS_HOME': str(tmp_path)},
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -324,6 +331,11 @@ def test_serve_sigterm(tmp_path):
             assert time.monotonic() < end and p.poll() is None, p.stdout.read().decode()
             time.sleep(0.1)
         tok = (tmp_path/'service-token').read_text().strip()
+        assert not stale.exists()
+        auth = {'Authorization': f'Bearer {tok}'}
+        while not (hits := httpx.post(f'http://127.0.0.1:{port}/search', json={'query': 'wombat'}, headers=auth).json()):
+            assert time.monotonic() < end + 20; time.sleep(0.1)
+        assert [h['name'] for h in hits] == ['Ok']   # the outside folder was scanned first, and refused
         assert httpx.get(f'http://127.0.0.1:{port}/stats', headers={'Authorization': f'Bearer {tok}'}).status_code == 200
         assert httpx.get(f'http://127.0.0.1:{port}/stats?token={tok}').status_code == 401
         assert httpx.get(f'http://127.0.0.1:{port}/health?api_key=sk-live-123456&x=1').status_code == 200
@@ -364,6 +376,7 @@ def test_daemon_runs_service_and_watcher(tmp_path, caplog):
     from multis.daemon import Daemon
     home, watched = tmp_path/'home', tmp_path/'watched'
     home.mkdir(); watched.mkdir(); (watched/'w0.md').write_text('# W0\nthe walrus waits\n')
+    (home/'governance.json').write_text(json.dumps({'allowed_roots': [str(watched)]}))   # watched files pass check_file
     cfg = load_config(home/'config.json', env=False)
     cfg['service'].update(enabled=True, port=_free_port())
     cfg['watch'] = [{'path': str(watched), 'scope': 'kb', 'recursive': True}]
@@ -505,3 +518,72 @@ def test_token_cannot_use_owner_chats(owned):
     assert r.status_code == 200   # another chat in the token's scopes still works
     r = c.post('/memory/7/messages', json={'role': 'user', 'content': 'from my script'}, headers=owner)
     assert r.status_code == 200   # the owner's token may
+
+def test_message_id_retry_adds_nothing(owned):
+    "Item 16: a retry of the same message_id answers 200 with the same window and adds nothing (window, log, index)"
+    c, lim, home = owned['c'], owned['lim'], owned['home']
+    body = {'role': 'user', 'content': 'the quokka arrives at noon', 'message_id': 'client-42'}
+    first = c.post('/memory/9/messages', json=body, headers=lim)
+    assert first.status_code == 200, first.text
+    mem = ChatMemory('9', home=home)
+    logs = sorted(p.read_text() for p in mem.log_dir.glob('*.md'))
+    for _ in range(3):
+        again = c.post('/memory/9/messages', json=body, headers=lim)
+        assert again.status_code == 200 and again.json() == first.json()
+    assert len(mem.load_recent()) == 1 and sorted(p.read_text() for p in mem.log_dir.glob('*.md')) == logs
+    hits = c.post('/search', json={'query': 'quokka'}, headers=lim).json()
+    assert len(hits) == 1
+    assert mem.load_recent()[0].get('untrusted') is True   # a limited token's words are someone else's
+    r = c.post('/memory/9/messages', json={**body, 'message_id': 'client-43'}, headers=lim)
+    assert r.json()['window'] == 2
+    for bad in ('', 'x' * 201, 'a\nb'):
+        assert c.post('/memory/9/messages', json={**body, 'message_id': bad}, headers=lim).status_code == 422
+
+def test_scope_move_refused(tmp_path):
+    "Item 1: a token that may write only user:7 cannot move the owner's admin documents into user:7 (file or folder)"
+    home, docs = tmp_path/'home', tmp_path/'docs'
+    (docs/'sub').mkdir(parents=True); home.mkdir()
+    (home/'governance.json').write_text(json.dumps({'allowed_roots': [str(docs)]}))
+    (docs/'payroll.md').write_text('# Payroll\nAlice earns nine thousand zorkmids.\n')
+    (docs/'sub'/'plan.md').write_text('# Plan\nThe zorkmids budget for next year.\n')
+    cfg = load_config(home/'config.json', env=False)
+    cfg['service']['tokens'] = {LIMITED: {'read': ['kb', 'user:7'], 'write': ['user:7']}}
+    owner, lim = {'Authorization': f'Bearer {service_token(home)}'}, {'Authorization': f'Bearer {LIMITED}'}
+    with TestClient(create_app(home/'multis.db', cfg, home), base_url='http://127.0.0.1') as c:
+        r = c.post('/index/path', json={'path': '.', 'scope': 'admin'}, headers=owner)
+        assert r.status_code == 200 and r.json()['chunks'] == 2, r.text
+        admin = c.get('/stats', headers=owner).json()['by_scope']
+        for force in (False, True):
+            r = c.post('/index/path', json={'path': 'payroll.md', 'scope': 'user:7', 'force': force}, headers=lim)
+            assert r.status_code == 403, r.text
+            d = r.json()['detail']
+            assert 'admin' in d and '\n' not in d
+            r = c.post('/index/path', json={'path': '.', 'scope': 'user:7', 'force': force}, headers=lim)
+            assert r.status_code == 200, r.text
+            res = r.json()['results']
+            assert sorted(Path(x['path']).name for x in res) == ['payroll.md', 'plan.md']
+            assert {x['status'] for x in res} == {'failed'} and all('admin' in x['error'] for x in res)
+            assert r.json()['chunks'] == 0 and r.json()['removed'] == []
+        assert c.get('/stats', headers=owner).json()['by_scope'] == admin
+        assert c.post('/search', json={'query': 'zorkmids'}, headers=lim).json() == []
+        assert {h['scope'] for h in c.post('/search', json={'query': 'zorkmids'}, headers=owner).json()} == {'admin'}
+        (docs/'new.md').write_text('# New\nA fresh zorkmids note.\n')   # a file in no scope yet may go to user:7
+        r = c.post('/index/path', json={'path': '.', 'scope': 'user:7'}, headers=lim)
+        assert {Path(x['path']).name: x['status'] for x in r.json()['results']}['new.md'] == 'indexed'
+        assert [h['name'] for h in c.post('/search', json={'query': 'zorkmids'}, headers=lim).json()] == ['New']
+    recs = [a for a in read_audit(home) if a['event'] == 'index' and a['user'] == token_id(LIMITED)]
+    assert [(a['outcome'], a['scope']) for a in recs] == [('refused', 'user:7'), ('ok', 'user:7')] * 2 + [('ok', 'user:7')]
+    assert recs[1]['failed'] == 2 and 'admin' in recs[0]['reason']
+
+def test_folder_symlink_to_outside_refused(env):
+    "A link inside an allowed folder to a file outside it: listed as failed in a folder, 403 alone; nothing stored"
+    d = env['allowed']/'links'; d.mkdir()
+    (d/'ok.md').write_text('# Ok\nplain capybara notes\n')
+    (d/'s.md').symlink_to(env['outside']/'secret.md')
+    r = env['c'].post('/index/path', json={'path': 'links', 'scope': 'kb'})
+    assert r.status_code == 200, r.text
+    got = {Path(x['path']).name: x['status'] for x in r.json()['results']}
+    assert got.get('ok.md') == 'indexed' and 'indexed' not in [v for k, v in got.items() if k != 'ok.md'], got
+    assert env['c'].post('/index/path', json={'path': 'links/s.md', 'scope': 'kb'}).status_code == 403
+    assert {h['scope'] for h in env['c'].post('/search', json={'query': 'ferry secret', 'scopes': ['kb']}).json()} <= {'kb'}
+    assert not [h for h in env['c'].post('/search', json={'query': 'secret', 'scopes': ['kb']}).json() if 'secret' in h['file_path']]
