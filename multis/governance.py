@@ -833,10 +833,13 @@ def _result(text:str, status:int, why:str|None, cap:int, timeout:float)->ExecRes
 @patch
 def run(self:Governance, cmdline:str,  # the command line, as the owner typed it
         confirmed:bool=False,           # the owner said yes (for confirm-list programs)
+        shown:str|None=None,            # what the owner said yes to (`Plan.shown`); a different plan now is refused
        )->ExecResult:
     "Check `cmdline`, then run it without a shell, with a time limit, an output cap and a clean environment"
     plan = self.check(cmdline)
     if plan.needs_confirm and not confirmed: raise NeedsConfirmation(plan.reason, plan.cmdline, plan)
+    if shown is not None and plan.shown != shown:
+        raise GovernanceError(f'the command would now run `{plan.shown}`, not what you said yes to; send it again')
     return self._execute(plan)
 
 # %% ../nbs/14_governance.ipynb 109
@@ -891,13 +894,18 @@ class Confirmations:
     def request(self, chat_id, cmdline:str, now:float|None=None,
                 plan:Plan|None=None)->str: # the checked plan: the question shows its exact argv
         "Hold `cmdline` for a yes in this chat; the question to send"
-        with self._lock: self._waiting[str(chat_id)] = (cmdline, (time.time() if now is None else now) + self.ttl)
+        until, shown = (time.time() if now is None else now) + self.ttl, plan.shown if plan else None
+        with self._lock: self._waiting[str(chat_id)] = (cmdline, until, shown)
         return f"Run `{plan.shown if plan else cmdline}`? Reply yes within {_duration(self.ttl)}."
 
     def pending(self, chat_id, now:float|None=None)->str|None:
         "The command waiting for a yes in this chat (None if none or expired)"
-        cmd, until = self._waiting.get(str(chat_id), (None, 0))
+        cmd, until, _ = self._waiting.get(str(chat_id), (None, 0, None))
         return cmd if cmd is not None and (time.time() if now is None else now) <= until else None
+
+    def shown(self, chat_id)->str|None:
+        "The exact argv the question showed for the command waiting in this chat"
+        return self._waiting.get(str(chat_id), (None, 0, None))[2]
 
     def answer(self, chat_id, text:str, now:float|None=None)->str|None:
         "The waiting command if `text` says yes in time; any reply clears it"

@@ -606,7 +606,8 @@ def _take_pending(self:Router, m:Message)->Callable|None:
     "The completion of the pending question `m` answers, or None"
     now, key, text = self.clock(), self._chat_key(m), m.text.strip().lower()
     if waiting := self.confirmations.pending(key, now=now):
-        if cmdline := self.confirmations.answer(key, m.text, now=now): return lambda: self._exec(m, cmdline, confirmed=True)
+        shown = self.confirmations.shown(key)
+        if cmdline := self.confirmations.answer(key, m.text, now=now): return lambda: self._exec(m, cmdline, True, shown)
         if text.rstrip('.!') in ('no', 'n', 'cancel'): return lambda: f"Cancelled: `{waiting}` was not run."
     p = self.pending.pop(key, None)
     if not p or p['expires'] < now or text not in SCOPES: return None
@@ -632,12 +633,12 @@ def format_exec(cmdline:str, res)->str:
     return '\n'.join([f"$ {cmdline}", res.output.rstrip() or '(no output)'] + ([f"({res.reason})"] if res.reason else []))
 
 @patch
-def _exec(self:Router, m:Message, cmdline:str, confirmed:bool=False)->str:
+def _exec(self:Router, m:Message, cmdline:str, confirmed:bool=False, shown:str|None=None)->str:
     gov = self._governance()
-    try: res = gov.run(cmdline, confirmed=confirmed)
+    try: res = gov.run(cmdline, confirmed=confirmed, shown=shown)
     except NeedsConfirmation as e:
         self._audit('exec', m, command=cmdline, allowed=False, reason=f"waiting for a yes: {e}")
-        return self.confirmations.request(self._chat_key(m), cmdline, now=self.clock())
+        return self.confirmations.request(self._chat_key(m), cmdline, now=self.clock(), plan=e.plan)
     except GovernanceError as e:
         self._audit('exec', m, command=cmdline, allowed=False, reason=str(e))
         return f"Refused: {e}"

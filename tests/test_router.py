@@ -532,3 +532,16 @@ def test_unexpected_read_error_is_named_and_audited(bot, monkeypatch):
     assert reply == 'Something went wrong handling /read (OSError); the owner can find the details in the multis log.'
     err = [e for e in bot.audit() if e['event'] == 'error'][-1]
     assert (err['command'], err['error'], err['chat']) == ('/read', 'OSError', OWNER) and 'too long' in err['reason']
+
+
+def test_confirm_shows_the_exact_argv_and_a_changed_expansion_is_refused(bot, docs):
+    "The question shows what will run (globs expanded); if the expansion changes before the yes, nothing runs"
+    (docs/'a.txt').write_text('a')
+    (docs/'keep').mkdir()
+    assert bot.say('/exec mv *.txt keep') == 'Run `mv a.txt todo.txt keep`? Reply yes within 2 minutes.'
+    (docs/'b.txt').write_text('b')                                   # a new file would now be moved too
+    reply = bot.say('yes')
+    assert reply.startswith('Refused: the command would now run `mv a.txt b.txt todo.txt keep`'), reply
+    assert sorted(p.name for p in docs.iterdir()) == ['a.txt', 'b.txt', 'keep', 'todo.txt']
+    assert bot.say('/exec mv a.txt keep') == 'Run `mv a.txt keep`? Reply yes within 2 minutes.'
+    assert bot.say('yes') == '$ mv a.txt keep\n(no output)' and (docs/'keep'/'a.txt').exists()
