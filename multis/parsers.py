@@ -503,12 +503,20 @@ def _limit_cpu(seconds:float|None):
 # %% ../nbs/02_parsers.ipynb 124
 _MEMORY = re.compile(r'alloc\w*\b.*\bfailed|unable to allocate|out of memory|memory allocation failed|cannot allocate memory', re.I)
 
+def _out_of_memory(e:BaseException)->bool:
+    "Whether an exception, or one it was raised from, is an allocation failure (libxml2 says so in its error log)"
+    while e is not None:
+        if isinstance(e, MemoryError) or _MEMORY.search(str(e)) or 'NO_MEMORY' in str(getattr(e, 'error_log', ''))[:2000]:
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
 def _outcome(path:str, kwargs:dict)->tuple:
     "Parse in this process: `('ok', chunks)`, `('error', path, reason)` or `('memory', path, reason)`"
     try: return 'ok', parse_file(path, **kwargs)
     except MemoryError: return 'memory', path, 'out of memory'
-    except ParseError as e: return ('memory' if _MEMORY.search(e.reason) else 'error'), e.path, e.reason
-    except Exception as e: return 'error', path, f"cannot be parsed ({type(e).__name__})"
+    except ParseError as e: return ('memory' if _out_of_memory(e) else 'error'), e.path, e.reason
+    except Exception as e: return ('memory' if _out_of_memory(e) else 'error'), path, f"cannot be parsed ({type(e).__name__})"
 
 def _quiet():
     "Leave Ctrl-C to the parent process, and MuPDF's messages to the `ParseError`s"

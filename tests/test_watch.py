@@ -2,6 +2,7 @@
 import logging, time
 from pathlib import Path
 import pytest
+from multis.core import MultisError
 from multis.store import Store
 from multis.watch import Watcher, watch_entries
 
@@ -124,3 +125,21 @@ def test_stop_is_prompt(setup):
     (w/'pending.md').write_text('# P\npending\n')
     t = time.monotonic(); wt.stop()
     assert time.monotonic() - t < 3 and not wt.worker.is_alive()
+
+def test_path_check_refuses_links_into_denied_folders(setup, tmp_path):
+    w, cfg, st, db = setup
+    secret = tmp_path/'memory'; secret.mkdir()
+    (secret/'memory.md').write_text('# Memory\nthe other chat said ocelot\n'); (secret/'later.md').write_text('# Later\nquokka\n')
+    (w/'link.md').symlink_to(secret/'memory.md')
+    seen = []
+    def check(p:Path):
+        seen.append(p)
+        if p.is_relative_to(secret): raise MultisError(f"{p}: denied")
+    with Watcher(db, cfg, debounce=DEBOUNCE, path_check=check) as wt:
+        assert wt.ready.wait(10) and paths(st) == ['a.md']                   # the initial scan checked the link
+        (w/'sub').mkdir(); (w/'sub'/'later.md').symlink_to(secret/'later.md')
+        (w/'b.md').write_text('# Beta\nthe badger digs\n')
+        assert until(lambda: names(st, 'badger') == ['Beta'])
+        assert until(lambda: sum('later.md: denied' in e for _, e in wt.errors) >= 1)
+        assert paths(st) == ['a.md', 'b.md'] and st.search('ocelot') == [] and st.search('quokka') == []
+    assert (w/'b.md') in seen and all(p == p.resolve() for p in seen)
