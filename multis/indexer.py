@@ -8,7 +8,7 @@ __all__ = ['IndexLimits', 'ParseWorker', 'parse_worker', 'parse_with_timeout', '
            'index_upload']
 
 # %% ../nbs/07_indexer.ipynb 2
-import atexit, hashlib, os, re, shutil, signal, socket, subprocess, sys, tempfile, threading
+import atexit, hashlib, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, threading
 from multiprocessing.connection import Connection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,16 +65,15 @@ class ParseWorker:
     def __repr__(self): return f"ParseWorker({'running' if self.pid else 'stopped'})"
 
 # %% ../nbs/07_indexer.ipynb 9
-_CHILD = ('import sys; from multiprocessing.connection import Connection; from multis.parsers import serve_parses; '
-          'serve_parses(Connection(int(sys.argv[1])))')
+_CHILD = ('import json, sys; sys.path[:] = json.loads(sys.argv[2]); from multiprocessing.connection import Connection; '
+          'from multis.parsers import serve_parses; serve_parses(Connection(int(sys.argv[1])))')
 
 @patch
 def _start(self:ParseWorker):
     "Start the process (a fresh interpreter) and wait until it has imported the parsers"
     mine, theirs = socket.socketpair()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    with theirs: self.proc = subprocess.Popen([sys.executable, '-c', _CHILD, str(theirs.fileno())], env=env,
-                                              pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
+    args = [sys.executable, '-I', '-c', _CHILD, str(theirs.fileno()), json.dumps([p for p in sys.path if p])]
+    with theirs: self.proc = subprocess.Popen(args, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
     self.conn = Connection(mine.detach())
     try: ok = self.conn.poll(60) and self.conn.recv()[0] == 'ready'
     except (EOFError, OSError): ok = False
