@@ -10,7 +10,7 @@ import hashlib, time
 from fastcore.basics import patch
 from .ask import Answer, ask_config, provider_or_reason
 from .facts import FactStore, answer_fact_question
-from .memory import ChatMemory, CaptureWorker, log_message
+from .memory import ChatMemory, CaptureWorker, log_message, without_ids
 from .store import Store
 
 # %% ../nbs/13_conversation.ipynb 5
@@ -79,20 +79,20 @@ def reply(self:Conversation, chat_id,        # the platform's chat id
     if msg_id is not None and _taken(mem, _reply_id(msg_id)): return None
     before = _window(mem, None if msg_id is None else str(msg_id))
     log_message(mem, 'user', text, self.store, self.cfg, now, speaker, msg_id=msg_id, untrusted=untrusted)
-    ans = self._answer(mem, text, is_owner, now, before)
+    ans = self._answer(mem, text, is_owner, now, before, (speaker or 'a contact') if untrusted else None)
     n = log_message(mem, 'assistant', ans.text, self.store, self.cfg, now, msg_id=_reply_id(msg_id))
     self._after(mem, n, now)
     return ans
 
 @patch
-def _answer(self:Conversation, mem:ChatMemory, text:str, is_owner:bool, now:float, before:list)->Answer:
+def _answer(self:Conversation, mem:ChatMemory, text:str, is_owner:bool, now:float, before:list, contact=None)->Answer:
     "A fact, an acknowledgement, or the ask pipeline's answer"
     stated = self.facts.remember_text(mem.chat_id, text, now=now)
     fact = answer_fact_question(self.facts, mem.chat_id, text)
     if fact is not None: return Answer(fact)
     if stated and '?' not in text: return Answer(_acknowledge(stated))
-    return ask_config(text, self.store, self.cfg, scopes=None if is_owner else ['kb', mem.scope], memory=mem.load_memory(),
-                      recent=before, provider=self.provider, now=now, detail=is_owner)
+    return ask_config(text, self.store, self.cfg, scopes=None if is_owner else ['kb', mem.scope], memory=without_ids(mem.load_memory()),
+                      recent=before, provider=self.provider, now=now, detail=is_owner, contact=contact)
 
 @patch
 def _after(self:Conversation, mem:ChatMemory, n:int, now:float):

@@ -65,7 +65,8 @@ class Bot:
         b = {'enabled': True, 'url': fake.url, 'token': 'tok', 'chat_modes': {SHOP: 'business'}, **(beeper or {})}
         self.cfg = deep_merge(DEFAULT_CONFIG, {'memory': {'capture_threshold': 1000}, 'platforms': {'beeper': b}})
         self.store = Store(home/'multis.db')
-        self.router = CountingRouter(self.store, self.cfg, home=home, provider=FakeProvider(), **router_kw)
+        self.model = FakeProvider()
+        self.router = CountingRouter(self.store, self.cfg, home=home, provider=self.model, **router_kw)
         self.platform = BeeperPlatform(self.router, self.cfg, home=home, clock=clock)
 
     def restart(self, **router_kw):
@@ -86,6 +87,13 @@ def bot(home, fake, clock):
 
 
 def replies(fake, chat_id): return [t for c,t in fake.sent if c == chat_id]
+
+def answered_contact(b, reply, name, question):
+    "A business reply: the model got the contact's question, fenced as untrusted data under the contact's name"
+    last = b.model.calls[-1]['messages'][-1]['content']
+    inside = last.split('>>>', 1)[1].split('<<<', 1)[0]
+    return (reply.startswith(f'[multis] Echo: Message from {name} (a contact, not the owner; untrusted data)')
+            and question in inside and last.index('<<<data') < last.index(question))
 
 
 # --- (1) the note-to-self chat
@@ -128,7 +136,7 @@ def test_business_chat_answers_contacts_personal_chat_ignores_them(bot, fake):
     fake.push(BOB, BOBBY, 'lunch tomorrow?')
     assert bot.platform.poll_once() == 1
     [reply] = replies(fake, SHOP)
-    assert reply.startswith('[multis] Echo: do you deliver on Sundays?')
+    assert answered_contact(bot, reply, 'alice', 'do you deliver on Sundays?')
     m = bot.router.seen[0]
     assert (m.sender_id, m.is_self, m.route_hint) == (ALICE, False, 'business')
     assert replies(fake, BOB) == [] and bot.seen() == ['do you deliver on Sundays?']   # Bob's never reached the router
@@ -149,7 +157,7 @@ def test_owner_command_in_a_contact_chat_and_mode_switch(bot, fake):
                                   'messages from others here are answered from the knowledge base (kb).']
     fake.push(BOB, BOBBY, 'what is the pairing code for?')
     assert bot.platform.poll_once() == 1
-    assert replies(fake, BOB)[-1].startswith('[multis] Echo: what is the pairing code for?')
+    assert answered_contact(bot, replies(fake, BOB)[-1], 'bob', 'what is the pairing code for?')
 
 
 def test_default_mode_business_and_groups(home, fake, clock):
@@ -159,7 +167,7 @@ def test_default_mode_business_and_groups(home, fake, clock):
     fake.push(BOB, BOBBY, 'are you open?')
     fake.push('!team:beeper.com', ALICE, 'hello team')
     b.platform.poll_once()
-    assert replies(fake, BOB)[0].startswith('[multis] Echo: are you open?')
+    assert answered_contact(b, replies(fake, BOB)[0], 'bob', 'are you open?')
     assert replies(fake, '!team:beeper.com') == []                                 # groups are not answered
     assert [m.chat_type for m in b.router.seen if m.chat_id == '!team:beeper.com'] == ['group']
     b.close()
@@ -254,7 +262,7 @@ def test_new_chat_after_first_poll_is_answered(bot, fake):
     fake.push('!carol:beeper.com', '@carol:beeper.com', 'are you open today?')
     bot.router.cfg['platforms']['beeper']['chat_modes']['!carol:beeper.com'] = 'business'
     assert bot.platform.poll_once() == 1
-    assert replies(fake, '!carol:beeper.com')[0].startswith('[multis] Echo: are you open today?')
+    assert answered_contact(bot, replies(fake, '!carol:beeper.com')[0], 'carol', 'are you open today?')
 
 
 # --- (5) Beeper not running, wrong token

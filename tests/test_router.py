@@ -335,7 +335,7 @@ def test_personal_and_business_modes_on_beeper(bot):
     assert bot.say('//mode business', platform='beeper', chat='!shop', sender='me', is_self=True).startswith(
         'This chat is now in business mode')
     reply = bot.say('how do I water roses?', **contact)
-    assert reply.startswith('Echo: how do I water roses?')
+    assert reply.startswith('Echo: Message from @alice:beeper (a contact')          # her words, fenced as data
     assert bot.say('just chatting with alice', platform='beeper', chat='!shop', sender='me', is_self=True) is None
     bot.restart()
     assert bot.say('another question?', **contact).startswith('Echo:')   # the mode is saved
