@@ -17,7 +17,7 @@ from .core import multis_home
 log = logging.getLogger(__name__)
 
 # %% ../nbs/14a_audit.ipynb 6
-EVENTS = ('pair', 'pair_failed', 'unpair', 'exec', 'read', 'index', 'search', 'ask', 'mode', 'lockout', 'rate_limit')
+EVENTS = ('pair', 'pair_failed', 'unpair', 'exec', 'read', 'index', 'search', 'ask', 'mode', 'lockout', 'rate_limit', 'error', 'refused')
 
 # %% ../nbs/14a_audit.ipynb 9
 REDACTED = '[redacted]'

@@ -158,7 +158,7 @@ def start_local(self:Daemon):
     if self.cfg.get('watch'):
         try:
             from multis.watch import Watcher
-            check = load_governance(self.home).check_file
+            check = load_governance(self.home).check_not_denied
             self.watcher = Watcher(self.store, self.cfg, self.home, path_check=check).start(); self.status['watch'] = 'running'
         except Exception as e: self.status['watch'] = f"failed: {e}"; log.error("watched folders could not start: %s", e)
     if cfg_get(self.cfg, 'service.enabled', False):

@@ -678,6 +678,6 @@ def serve(port:int=None,          # port to listen on (default: service.port in 
     if host not in ('0.0.0.0', '::', ''): app.state.hosts.add(_bind_name(host))
     config = uvicorn.Config(app, host=host, port=port, log_level='info'); redact_access_log()
     print(f"multis memory service on http://{host}:{port} (token in {home/'service-token'}); Ctrl-C stops it")
-    with Watcher(home/'multis.db', cfg, home, path_check=load_governance(home).check_file):
+    with Watcher(home/'multis.db', cfg, home, path_check=load_governance(home).check_not_denied):
         QuietServer(config).run()
     return 0

@@ -263,7 +263,8 @@ async def on_callback(self:TelegramPlatform, update, context=None):
     if q.data not in SCOPES or q.message is None or q.from_user is None: return
     chat = q.message.chat
     await _quietly(self.bot.edit_message_reply_markup(chat_id=chat.id, message_id=q.message.message_id, reply_markup=None))
-    m = Message('telegram', chat.id, q.from_user.id, q.data, chat_type='private' if chat.type == 'private' else 'group')
+    m = Message('telegram', chat.id, q.from_user.id, q.data, chat_type='private' if chat.type == 'private' else 'group',
+                msg_id=f'callback:{q.id}')
     reply, _ = await self._run(self._handle, m, True)
     if reply: await self.send(m.chat_id, reply)
 

@@ -314,11 +314,10 @@ def test_serve_sigterm(tmp_path):
     port = _free_port()
     stale = tmp_path/'memory'/'chats'/'9'/'.recent.json.999999999.deadbeef.tmp'   # item 16: cleaned at start
     stale.parent.mkdir(parents=True); stale.write_text('[]')
-    allowed, outside = tmp_path/'allowed', tmp_path/'outside'    # the watcher checks every file with governance
-    allowed.mkdir(); outside.mkdir()
-    (allowed/'ok.md').write_text('# Ok\nthe wombat sleeps\n'); (outside/'secret.md').write_text('# Secret\nthe wombat secret\n')
-    (tmp_path/'governance.json').write_text(json.dumps({'allowed_roots': [str(allowed)]}))
-    (tmp_path/'config.json').write_text(json.dumps({'watch': [{'path': str(outside), 'scope': 'kb'}, {'path': str(allowed), 'scope': 'kb'}]}))
+    watched, secret = tmp_path/'watched', stale.parent/'memory.md'   # the watcher checks every file with governance
+    watched.mkdir(); secret.write_text('# Secret\nthe wombat secret\n')
+    (watched/'ok.md').write_text('# Ok\nthe wombat sleeps\n'); (watched/'leak.md').symlink_to(secret)   # another chat's memory
+    (tmp_path/'config.json').write_text(json.dumps({'watch': [{'path': str(watched), 'scope': 'kb'}]}))
     code = f"import sys; from multis.service import serve; sys.exit(serve({port}))"
     p = subprocess.Popen([sys.executable, '-c', code], env={**os.environ, 'MULTIS_HOME': str(tmp_path)},
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -335,7 +334,7 @@ def test_serve_sigterm(tmp_path):
         auth = {'Authorization': f'Bearer {tok}'}
         while not (hits := httpx.post(f'http://127.0.0.1:{port}/search', json={'query': 'wombat'}, headers=auth).json()):
             assert time.monotonic() < end + 20; time.sleep(0.1)
-        assert [h['name'] for h in hits] == ['Ok']   # the outside folder was scanned first, and refused
+        assert [h['name'] for h in hits] == ['Ok']   # the link into another chat's memory was refused
         assert httpx.get(f'http://127.0.0.1:{port}/stats', headers={'Authorization': f'Bearer {tok}'}).status_code == 200
         assert httpx.get(f'http://127.0.0.1:{port}/stats?token={tok}').status_code == 401
         assert httpx.get(f'http://127.0.0.1:{port}/health?api_key=sk-live-123456&x=1').status_code == 200
