@@ -14,11 +14,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import USERS, machine, questions, summary, timed
 from search import build, NOW
-from multis.ask import ask
-from multis.llm import FakeProvider
-from multis.memory import ChatMemory
-from multis.prompts import build_prompt
-from multis.store import Store
+from multis.answer.ask import ask
+from multis.testing.providers import FakeProvider
+from multis.memory.chat import ChatMemory
+from multis.answer.prompts import build_prompt
+from multis.retrieval.store import Store
 
 def chat_memory(home:Path)->ChatMemory:
     "A chat with five memory sections and a 20-message window"

@@ -18,9 +18,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, questions, summary, timed
 from search import build, build_with_vectors, NOW, LIMIT, USER
-from multis.store import Store
-from multis.explorer import Explorer
-from multis.embed import HashEmbedder
+from multis.retrieval.store import Store
+from multis.workbench.explorer import Explorer
+from multis.retrieval.embed import HashEmbedder
 
 SCOPES = ['kb', USER]
 HASH_DIM = 256

@@ -15,9 +15,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import USERS, machine, pct, questions, timed
 from search import NOW, LIMIT, FACTOR, build_with_vectors
-from multis.store import Store
-from multis.embed import Embedder, EmbeddingError, HashEmbedder, LocalEmbedder
-from multis.vectors import VectorIndex
+from multis.retrieval.store import Store
+from multis.retrieval.embed import Embedder, EmbeddingError, HashEmbedder, LocalEmbedder
+from multis.retrieval.vectors import VectorIndex
 
 DIM, WEIGHT = 384, 0.7
 USER, SCOPED = USERS[1], ['kb', USERS[1]]

@@ -19,9 +19,9 @@ import argparse, json, os, sqlite3, sys, tempfile, time
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, synthetic_chunks
-from multis.store import Store, FTS_TOKENIZE
+from multis.retrieval.store import Store, FTS_TOKENIZE
 
-try: from multis.indexer import index_directory, file_sha256, prepare_chunks, parse_with_timeout, IndexLimits
+try: from multis.documents.indexer import index_directory, file_sha256, prepare_chunks, parse_with_timeout, IndexLimits
 except ImportError: index_directory = None
 
 def write_markdown(folder:Path, n:int, per_file:int=20)->list:
@@ -85,7 +85,7 @@ def main(argv=None):
     ap.add_argument('--repeats', type=int, default=3)
     args = ap.parse_args(argv)
     print(machine())
-    if index_directory is None: sys.exit('multis.indexer (and multis.parsers) are needed')
+    if index_directory is None: sys.exit('multis.documents.indexer (and multis.documents.parsers) are needed')
     with tempfile.TemporaryDirectory() as d:
         docs = Path(d)/'docs'; docs.mkdir()
         files = parsed(write_markdown(docs, args.n))

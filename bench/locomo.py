@@ -33,12 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import CACHE, machine
 from multis.core import DocChunk
 from multis.config import DEFAULT_CONFIG
-from multis.memory import ChatMemory, chat_scope, log_message, _stamp, day_words, CONTEXT_GAP, CONTEXT_WORDS
-from multis.ranking import DEFAULTS
-from multis.search import fts_query, query_terms
-from multis.store import Store, FTS_TOKENIZE, text_hash
-from multis.embed import Embedder, EmbeddingError, LocalEmbedder
-from multis.vectors import embed_pending
+from multis.memory.chat import ChatMemory, chat_scope, log_message, _stamp, day_words, CONTEXT_GAP, CONTEXT_WORDS
+from multis.retrieval.ranking import DEFAULTS
+from multis.retrieval.search import fts_query, query_terms
+from multis.retrieval.store import Store, FTS_TOKENIZE, text_hash
+from multis.retrieval.embed import Embedder, EmbeddingError, LocalEmbedder
+from multis.retrieval.vectors import embed_pending
 
 os.environ['TZ'] = 'UTC'   # local time = UTC: log files, stamps and days are the sessions' own dates
 if hasattr(time, 'tzset'): time.tzset()

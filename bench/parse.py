@@ -1,4 +1,4 @@
-"""PDF parsing speed: multis.parsers.parse_pdf next to a bare PyMuPDF text loop over the same files.
+"""PDF parsing speed: multis.documents.parsers.parse_pdf next to a bare PyMuPDF text loop over the same files.
 
     python bench/parse.py [--docs PATH] [--repeat N]
 
@@ -12,7 +12,7 @@ import argparse, os, platform, sys, time
 from pathlib import Path
 import pymupdf
 import multis
-from multis.parsers import parse_pdf
+from multis.documents.parsers import parse_pdf
 
 DEFAULT_DOCS = Path(__file__).resolve().parents[1].parent/'shared'/'docs'
 

@@ -18,12 +18,12 @@ import argparse, json, re, sys, time
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import CACHE, machine
-from multis.ranking import DEFAULTS, load_beir, evaluate
-from multis.evaluate import beir_store, corpus_chunks, search_fn
-from multis.search import query_terms
-from multis.store import Store, SCHEMA_VERSION, vector_text
-from multis.embed import EmbeddingError, LocalEmbedder
-from multis.vectors import embed_pending
+from multis.retrieval.ranking import DEFAULTS, load_beir, evaluate
+from multis.retrieval.evaluate import beir_store, corpus_chunks, search_fn
+from multis.retrieval.search import query_terms
+from multis.retrieval.store import Store, SCHEMA_VERSION, vector_text
+from multis.retrieval.embed import EmbeddingError, LocalEmbedder
+from multis.retrieval.vectors import embed_pending
 
 SCIFACT = Path(__file__).resolve().parents[2]/'shared'/'eval'/'scifact'
 PUBLISHED = {'BM25 (BEIR, Lucene flat)': 0.679, 'multis for Node.js': 0.663}

@@ -12,8 +12,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import CACHE, GEN_VERSION, USERS, machine, questions, summary, synthetic_chunks, timed
 import numpy as np
-from multis.store import Store, SCHEMA_VERSION
-from multis.search import query_terms, fts_query
+from multis.retrieval.store import Store, SCHEMA_VERSION
+from multis.retrieval.search import query_terms, fts_query
 
 NOW = 1_800_000_000.0   # the benchmark's "now": accesses lie in the 30 days before it
 LIMIT, FACTOR, WEIGHTS = 10, 3, (1.0, 1.0, 0.5)
@@ -54,7 +54,7 @@ def build(n:int)->Path:
 
 def build_with_vectors(n:int, embedder)->Path:
     "A copy of `build(n)`'s database with a vector from `embedder` for every chunk (made on first use)"
-    from multis.vectors import embed_pending
+    from multis.retrieval.vectors import embed_pending
     path = CACHE/f"hybrid-{n}-g{GEN_VERSION}-s{SCHEMA_VERSION}-{embedder.name.replace(':', '')}.db"
     if path.exists(): return path
     tmp = path.with_suffix('.building')

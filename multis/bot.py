@@ -8,7 +8,7 @@ __all__ = ['build_bot', 'run_bot']
 # %% ../nbs/99_bot.ipynb 2
 import time
 from typing import Callable
-from .daemon import Daemon, run_foreground
+from .run.daemon import Daemon, run_foreground
 
 # %% ../nbs/99_bot.ipynb 6
 def build_bot(home=None,                # the multis home; default `multis_home()`

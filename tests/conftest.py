@@ -27,8 +27,8 @@ def scifact():
 @pytest.fixture
 def data_store(tmp_path):
     "A Store on a real database file with the sample documents of data/ indexed into kb"
-    from multis.store import Store
-    from multis.indexer import index_directory
+    from multis.retrieval.store import Store
+    from multis.documents.indexer import index_directory
     with Store(tmp_path/'multis.db') as st:
         index_directory(st, REPO/'data', 'kb', progress=False)
         yield st

@@ -3,7 +3,7 @@ import json, os, re, subprocess, sys, shutil
 from pathlib import Path
 import pytest
 from conftest import REPO
-from multis.fake_llm import FakeLLMServer
+from multis.testing.fake_llm import FakeLLMServer
 
 MULTIS = shutil.which('multis', path=str(Path(sys.executable).parent)) or shutil.which('multis')
 CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.startswith(('ANTHROPIC_', 'OPENAI_', 'OLLAMA_'))}

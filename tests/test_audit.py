@@ -3,7 +3,7 @@ import json, logging, os, re, stat, subprocess, sys, textwrap
 from datetime import datetime, timezone
 from pathlib import Path
 import pytest
-from multis.audit import EVENTS, REDACTED, audit, audit_path, read_audit, redact, redact_text
+from multis.governance.audit import EVENTS, REDACTED, audit, audit_path, read_audit, redact, redact_text
 
 T = datetime(2026, 3, 1, 9, 30, tzinfo=timezone.utc).timestamp()
 ISO = re.compile(r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z')
@@ -95,7 +95,7 @@ def test_bad_event_names_raise(tmp_path):
 
 def test_a_failed_write_does_not_raise(tmp_path, caplog):
     (tmp_path/'home').write_text('not a folder')
-    with caplog.at_level(logging.WARNING, logger='multis.audit'):
+    with caplog.at_level(logging.WARNING, logger='multis.governance.audit'):
         rec = audit('index', home=tmp_path/'home', path='/a.pdf', scope='kb')
     assert rec['scope'] == 'kb'
     assert any('cannot write' in r.getMessage() for r in caplog.records)
@@ -109,7 +109,7 @@ def test_read_audit_skips_a_torn_line(tmp_path):
 
 WRITER = textwrap.dedent('''
     import sys
-    from multis.audit import audit
+    from multis.governance.audit import audit
     home, n = sys.argv[1], int(sys.argv[2])
     sys.stdin.readline()
     for i in range(300):

@@ -2,13 +2,13 @@
 import asyncio, itertools, json, logging, socket, threading
 from pathlib import Path
 import pytest
-from multis.beeper import BeeperPlatform, TOKEN_HELP, MAX_TRIES
+from multis.platforms.beeper import BeeperPlatform, TOKEN_HELP, MAX_TRIES
 from multis.config import DEFAULT_CONFIG, deep_merge
-from multis.fake_beeper import FakeBeeperAPI
-from multis.indexer import index_directory
-from multis.llm import FakeProvider
-from multis.router import Router
-from multis.store import Store
+from multis.testing.fake_beeper import FakeBeeperAPI
+from multis.documents.indexer import index_directory
+from multis.testing.providers import FakeProvider
+from multis.chat.router import Router
+from multis.retrieval.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 NOTES, SHOP, BOB = '!notes:beeper.com', '!shop:beeper.com', '!bob:beeper.com'
@@ -99,7 +99,7 @@ def answered_contact(b, reply, name, question):
 # --- (1) the note-to-self chat
 
 def test_first_poll_answers_no_history(home, fake, clock, caplog):
-    caplog.set_level(logging.INFO, logger='multis.beeper')
+    caplog.set_level(logging.INFO, logger='multis.platforms.beeper')
     b = Bot(home, fake, clock)
     assert b.platform.poll_once() == 0
     assert b.router.seen == [] and fake.sent == []
@@ -276,7 +276,7 @@ def _free_port():
 def test_desktop_not_running(home, fake, clock, caplog):
     b = Bot(home, fake, clock, beeper={'url': f'http://127.0.0.1:{_free_port()}'})
     assert [b.platform.poll_once() for _ in range(3)] == [0, 0, 0]
-    warnings = [r for r in caplog.records if r.name == 'multis.beeper' and r.levelno >= logging.WARNING]
+    warnings = [r for r in caplog.records if r.name == 'multis.platforms.beeper' and r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and 'not reachable' in warnings[0].getMessage()
     assert b.platform.problem == 'unreachable' and b.platform.backoff > b.platform.poll_interval
     b.close()
@@ -296,7 +296,7 @@ def test_desktop_goes_away_and_comes_back(bot, fake):
 def test_rejected_or_missing_token(home, fake, clock, caplog, token):
     b = Bot(home, fake, clock, beeper={'token': token})
     assert [b.platform.poll_once(), b.platform.poll_once()] == [0, 0]
-    errors = [r.getMessage() for r in caplog.records if r.name == 'multis.beeper' and r.levelno >= logging.ERROR]
+    errors = [r.getMessage() for r in caplog.records if r.name == 'multis.platforms.beeper' and r.levelno >= logging.ERROR]
     assert errors == [TOKEN_HELP]
     assert b.platform.problem == 'token'
     b.close()

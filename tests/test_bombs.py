@@ -4,8 +4,8 @@ from pathlib import Path
 import docx, pytest
 from conftest import REPO
 from multis.core import ParseError
-from multis.store import Store
-from multis.indexer import IndexLimits, index_directory, index_file, index_upload, parse_worker
+from multis.retrieval.store import Store
+from multis.documents.indexer import IndexLimits, index_directory, index_file, index_upload, parse_worker
 
 # --- the bombs (after /work/shared/attacks/make_bombs.py, at test sizes)
 
@@ -62,8 +62,8 @@ def good_note(folder:Path)->Path:
 
 SCRIPT = '''
 import json, resource, sys, time
-from multis.store import Store
-from multis.indexer import IndexLimits, index_directory
+from multis.retrieval.store import Store
+from multis.documents.indexer import IndexLimits, index_directory
 t = time.monotonic()
 with Store(sys.argv[1]) as st:
     s = index_directory(st, sys.argv[2], 'kb', progress=False, limits=IndexLimits(max_memory_mb=int(sys.argv[3])))

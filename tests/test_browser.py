@@ -1,6 +1,6 @@
 """Browser test of the explorer notebook: JupyterLab on 127.0.0.1, Debian's Chromium driven by Playwright.
 
-Copies nbs/30_explorer.ipynb and data/ into a temporary folder, serves it with JupyterLab, runs all cells, types a
+Copies nbs/90_workbench.explorer.ipynb and data/ into a temporary folder, serves it with JupyterLab, runs all cells, types a
 query, moves a BM25 slider, then the vector weight slider, and checks that the results table changed each time. The
 screenshot goes to tests/artifacts/explorer.png.
 Never downloads a browser: it uses the system's `chromium` (`apt-get install chromium`) and skips without it.
@@ -13,7 +13,7 @@ except ImportError: PWTimeout = Exception
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(__file__).resolve().parent/'artifacts'
-NB = '30_explorer.ipynb'
+NB = '90_workbench.explorer.ipynb'
 CHROME_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
                '--disable-sync', '--no-first-run', '--disable-quic']
 

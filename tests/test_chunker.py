@@ -1,11 +1,11 @@
-"Property tests of multis.chunker against the installed package"
+"Property tests of multis.documents.chunker against the installed package"
 import re
 from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 
-from multis.chunker import split_text, text_parts, chunk_section, chunk_all
+from multis.documents.chunker import split_text, text_parts, chunk_section, chunk_all
 from multis.core import DocChunk
 
 WORDS = ['tomato', 'basil', 'pairing', 'code', 'Lisbon', 'ferry', 'mulch', 'café', 'Привет', '東京', '🍅', 'a', 'x'*30]

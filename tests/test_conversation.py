@@ -4,11 +4,12 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 from multis.config import DEFAULT_CONFIG, deep_merge
-from multis.conversation import Conversation
-from multis.fake_llm import FakeLLMServer
-from multis.indexer import index_directory
-from multis.llm import AnthropicProvider, FakeProvider, LLMError
-from multis.store import Store
+from multis.memory.conversation import Conversation
+from multis.testing.fake_llm import FakeLLMServer
+from multis.documents.indexer import index_directory
+from multis.answer.llm import AnthropicProvider, LLMError
+from multis.testing.providers import FakeProvider
+from multis.retrieval.store import Store
 
 @pytest.fixture
 def store(tmp_path):

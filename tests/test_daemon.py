@@ -3,9 +3,9 @@ import asyncio, json, os, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
 from multis.config import DEFAULT_CONFIG, save_config
-from multis.daemon import daemon_state, pid_path, state_path, log_path, lock_path
+from multis.run.daemon import daemon_state, pid_path, state_path, log_path, lock_path
 
-VERB = 'import sys; from multis.daemon import main; sys.exit(main(sys.argv[1:]))'
+VERB = 'import sys; from multis.run.daemon import main; sys.exit(main(sys.argv[1:]))'
 
 
 @pytest.fixture
@@ -106,7 +106,7 @@ def test_foreground_exits_0_on_sigterm(home):
         if proc.poll() is None: proc.kill()
     assert not pid_path(home).exists()
     lines = log_path(home).read_text().splitlines()
-    assert lines[-1].endswith(f"INFO multis.daemon: multis stopped cleanly (pid {proc.pid})")
+    assert lines[-1].endswith(f"INFO multis.run.daemon: multis stopped cleanly (pid {proc.pid})")
     assert daemon_state(home)['running'] is False
 
 
@@ -157,9 +157,9 @@ def test_start_reports_a_daemon_that_cannot_run(home):
 # --- with the Telegram platform, against the fake Bot API server ---
 
 from multis.config import deep_merge
-from multis.fake_telegram import FakeBotAPI
-from multis.llm import FakeProvider
-from multis.daemon import Daemon
+from multis.testing.fake_telegram import FakeBotAPI
+from multis.testing.providers import FakeProvider
+from multis.run.daemon import Daemon
 
 CODE = 'TIGER-42'
 
@@ -286,7 +286,7 @@ import nbdev.serve_drv
 with tempfile.TemporaryDirectory() as d: nbdev.serve_drv.main((Path(sys.argv[1]), Path(d)/'out.ipynb', FilterDefaults))
 '''
 
-@pytest.mark.parametrize('nb', ['20_daemon.ipynb', '21_init.ipynb', '50_cli.ipynb', '01_config.ipynb'])
+@pytest.mark.parametrize('nb', ['80_run.daemon.ipynb', '81_run.onboarding.ipynb', '02_cli.ipynb', '01_config.ipynb'])
 def test_docs_processor_runs_the_notebook(nb):
     nbs = Path(__file__).resolve().parents[1]/'nbs'
     r = subprocess.run([sys.executable, '-c', DOCS_PROC, nb], cwd=nbs, capture_output=True, text=True, timeout=300)

@@ -179,7 +179,7 @@ def test_docs_processing_runs_search_and_the_workbench(tmp_path):
         from nbdev.processors import FilterDefaults
         for nb in sys.argv[2:]: exec_nb(Path('nbs')/nb, Path(sys.argv[1])/nb, FilterDefaults)
     """)
-    nbs = ['06_search.ipynb', '30_explorer.ipynb', '31_experiments.ipynb']
+    nbs = ['22_retrieval.search.ipynb', '90_workbench.explorer.ipynb', '91_workbench.experiments.ipynb']
     r = subprocess.run([sys.executable, '-W', 'ignore', '-c', code, str(tmp_path), *nbs], cwd=REPO, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -3,11 +3,11 @@ import logging, os, socket, time, traceback
 import numpy as np
 import pytest
 from multis.core import DocChunk
-from multis.embed import EmbeddingError, HashEmbedder, LocalEmbedder, OllamaEmbedder, OpenAIEmbedder, make_embedder
-from multis.fake_llm import FakeLLMServer
-from multis.store import Store
-from multis.vectors import attach_embedder, embed_pending
-import multis.search  # noqa: F401  (adds Store.search)
+from multis.retrieval.embed import EmbeddingError, HashEmbedder, LocalEmbedder, OllamaEmbedder, OpenAIEmbedder, make_embedder
+from multis.testing.fake_llm import FakeLLMServer
+from multis.retrieval.store import Store
+from multis.retrieval.vectors import attach_embedder, embed_pending
+import multis.retrieval.search  # noqa: F401  (adds Store.search)
 
 KEY = 'sk-SECRET-embed-5d1e8a'
 MODEL = 'nomic-embed-text'
@@ -184,7 +184,7 @@ def test_save_survives_a_stopped_server_and_embed_pending_catches_up(store, srv,
     store.save(CHUNKS)
     port = srv.port
     srv.stop()
-    with caplog.at_level(logging.WARNING, logger='multis.vectors'):
+    with caplog.at_level(logging.WARNING, logger='multis.retrieval.vectors'):
         assert store.save(LATER) == 2
     assert store.stats()['chunks'] == 5
     assert 'not reachable' in caplog.text and 'without vectors' in caplog.text
@@ -196,7 +196,7 @@ def test_save_survives_a_stopped_server_and_embed_pending_catches_up(store, srv,
 
 def test_save_survives_a_malformed_reply(store, srv, caplog):
     srv.malformed = True
-    with caplog.at_level(logging.WARNING, logger='multis.vectors'):
+    with caplog.at_level(logging.WARNING, logger='multis.retrieval.vectors'):
         assert store.save(CHUNKS) == 3
     assert store.stats()['chunks'] == 3 and len(store.pending_vectors(store.embedder.name)) == 3
     assert 'without vectors' in caplog.text

@@ -1,15 +1,15 @@
-"Tests of multis.experiments against the installed package: BEIR samples, sweeps and the simulated access log"
+"Tests of multis.workbench.experiments against the installed package: BEIR samples, sweeps and the simulated access log"
 import json, random, subprocess, sys
 from pathlib import Path
 
 import pytest
 
-from multis.evaluate import beir_store, search_fn
+from multis.retrieval.evaluate import beir_store, search_fn
 from multis.core import MultisError
-from multis.experiments import (access_log, beir_sample, best_setting, figures, load_eval, mrr_table, simulate_refinding,
+from multis.workbench.experiments import (access_log, beir_sample, best_setting, figures, load_eval, mrr_table, simulate_refinding,
                                 sweep, weight_grid)
-from multis.ranking import load_beir, mrr
-from multis.search import query_terms
+from multis.retrieval.ranking import load_beir, mrr
+from multis.retrieval.search import query_terms
 
 SCIFACT = Path(__file__).resolve().parents[1].parent/'shared'/'eval'/'scifact'
 NOW0 = 1_700_000_000.0
@@ -199,7 +199,7 @@ def test_eval_dir_without_the_set_is_an_error_not_the_demo(monkeypatch, tmp_path
 
 def test_experiments_notebook_reads_only_the_env_var():
     "The notebook's code never names a folder beside the clone: its data is load_eval's"
-    nb = json.loads((Path(__file__).resolve().parents[1]/'nbs'/'31_experiments.ipynb').read_text())
+    nb = json.loads((Path(__file__).resolve().parents[1]/'nbs'/'91_workbench.experiments.ipynb').read_text())
     code = '\n'.join(''.join(c['source']) for c in nb['cells'] if c['cell_type'] == 'code')
     assert 'shared/eval' not in code and 'SCIFACT' not in code
     assert "data = load_eval('scifact')" in code
@@ -207,5 +207,5 @@ def test_experiments_notebook_reads_only_the_env_var():
 
 
 def evaluate_fn(store, split):
-    from multis.ranking import evaluate
+    from multis.retrieval.ranking import evaluate
     return evaluate(search_fn(store), split[1], split[2])

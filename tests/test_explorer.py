@@ -3,12 +3,12 @@ from pathlib import Path
 import pytest
 pytest.importorskip('ipywidgets'); pytest.importorskip('pandas')
 from multis.core import DocChunk
-from multis.ranking import Hit, rerank, actr_scorer
-from multis.store import Store
-from multis.explorer import (Explorer, hits_table, highlight, update_kind, with_activations, with_vector_weight,
+from multis.retrieval.ranking import Hit, rerank, actr_scorer
+from multis.retrieval.store import Store
+from multis.workbench.explorer import (Explorer, hits_table, highlight, update_kind, with_activations, with_vector_weight,
                              scope_choice, TABLE_COLUMNS, HYBRID_COLUMNS)
-from multis.embed import HashEmbedder
-from multis.vectors import attach_embedder
+from multis.retrieval.embed import HashEmbedder
+from multis.retrieval.vectors import attach_embedder
 
 DATA = Path(__file__).resolve().parents[1]/'data'
 NOW = 1_000_000.0
@@ -82,7 +82,7 @@ def test_scopes_preselected_and_empty_query(store):
     assert ex.hits == [] and ex.results.value == '<i>no hits</i>'
 
 def test_explorer_on_sample_data():
-    from multis.indexer import index_directory
+    from multis.documents.indexer import index_directory
     with Store(':memory:') as st:
         index_directory(st, DATA, progress=False)
         ex = Explorer(st)
@@ -94,7 +94,7 @@ def test_explorer_on_sample_data():
 def hybrid_store(store):
     "The store with hash:64 vectors and the hash embedder attached, blend weight 0.6"
     attach_embedder(store, {'embeddings': {'provider': 'hash', 'model': '64', 'weight': 0.6}})
-    from multis.vectors import embed_pending
+    from multis.retrieval.vectors import embed_pending
     embed_pending(store, store.embedder)
     return store
 

@@ -2,8 +2,8 @@
 import itertools, sqlite3, time
 import pytest
 from hypothesis import given, settings, assume, strategies as stx, HealthCheck
-from multis.store import Store
-from multis.facts import (FactStore, Fact, FactError, extract_facts, normalize_topic, parse_fact_question,
+from multis.retrieval.store import Store
+from multis.memory.facts import (FactStore, Fact, FactError, extract_facts, normalize_topic, parse_fact_question,
                           answer_fact_question, singular, ABSENT, MAX_RANK, KINDS)
 
 # (singular phrase, plural phrase) pairs; each pair is its own topic

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from multis.core import MultisError
 from multis.config import ConfigError
-from multis.governance import (DEFAULT_GOVERNANCE, SAFE_ENV_VARS, Confirmations, ExecResult, Governance,
+from multis.governance.rules import (DEFAULT_GOVERNANCE, SAFE_ENV_VARS, Confirmations, ExecResult, Governance,
                                GovernanceError, NeedsConfirmation, Plan, load_governance, safe_env)
 
 @pytest.fixture

@@ -4,9 +4,9 @@ from pathlib import Path
 import pytest
 from multis.config import load_config
 from types import SimpleNamespace
-from multis.onboarding import main, run_init, new_pairing_code, CODE_ALPHABET
+from multis.run.onboarding import main, run_init, new_pairing_code, CODE_ALPHABET
 
-INIT = 'import sys; from multis.onboarding import main; sys.exit(main(sys.argv[1:]))'
+INIT = 'import sys; from multis.run.onboarding import main; sys.exit(main(sys.argv[1:]))'
 TG = '123456789:AAH' + 'x'*32
 
 

@@ -1,9 +1,9 @@
 "LLM providers through their official SDKs against a local fake server: requests, answers, every error kind, config"
 import json, logging, socket, time, traceback
 import pytest
-from multis.llm import (LLMError, LLM_ERROR_KINDS, Provider, AnthropicProvider, OpenAIProvider, OllamaProvider,
+from multis.answer.llm import (LLMError, LLM_ERROR_KINDS, Provider, AnthropicProvider, OpenAIProvider, OllamaProvider,
                         FakeProvider, make_provider, DEFAULT_MODELS)
-from multis.fake_llm import FakeLLMServer
+from multis.testing.fake_llm import FakeLLMServer
 from multis.config import load_config, save_config
 
 NAMES = ['anthropic', 'openai', 'ollama']

@@ -3,9 +3,10 @@ import json, subprocess, sys, threading, time
 from pathlib import Path
 import pytest
 from multis.core import DocChunk, MultisError
-from multis.llm import FakeProvider, LLMError
-from multis.store import Store
-from multis.memory import (CAPTURE_SKILL, CaptureWorker, ChatMemory, apply_retention, capture, chat_scope, forget,
+from multis.answer.llm import LLMError
+from multis.testing.providers import FakeProvider
+from multis.retrieval.store import Store
+from multis.memory.chat import (CAPTURE_SKILL, CaptureWorker, ChatMemory, apply_retention, capture, chat_scope, forget,
                            index_message, load_capture_skill, log_message, remember, safe_chat_id, show_memory,
                            split_sections)
 
@@ -162,7 +163,7 @@ def test_retention_removes_what_is_old_and_nothing_else(tmp_path, store):
 
 APPEND = """
 import sys
-from multis.memory import ChatMemory
+from multis.memory.chat import ChatMemory
 home, chat, tag, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 mem = ChatMemory(chat, home=home)
 for i in range(n): mem.append_message('user', f'{tag}-{i:03d}', now=1795343400.0)
@@ -181,9 +182,9 @@ def test_two_processes_appending_to_one_chat_lose_nothing(tmp_path):
 
 CAPTURE_LOOP = """
 import json, sys, time
-from multis.memory import ChatMemory, capture
-from multis.llm import FakeProvider
-from multis.store import Store
+from multis.memory.chat import ChatMemory, capture
+from multis.testing.providers import FakeProvider
+from multis.retrieval.store import Store
 home, chat, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 mem, seen = ChatMemory(chat, home=home), set()
 def reply(system, messages):
@@ -258,8 +259,8 @@ def test_window_keeps_speaker_and_untrusted(tmp_path, store):
 # --- issue 14 item 16: crash leftovers; intake is one idempotent step keyed by the message id ---
 
 import errno, os, signal
-import multis.memory as memory_mod
-from multis.memory import MemoryWriteError, cleanup_temp, message_chunk_id
+import multis.memory.chat as memory_mod
+from multis.memory.chat import MemoryWriteError, cleanup_temp, message_chunk_id
 
 RAW = {'memory': {'index_raw': True}}
 
@@ -321,7 +322,7 @@ def test_trimmed_message_id_is_still_a_repeat_and_seen_ids_are_bounded(tmp_path)
 
 HOOKED = """
 import os, signal, sys
-import multis.memory as m
+import multis.memory.chat as m
 from multis.core import atomic_write
 home, point = sys.argv[1], sys.argv[2]
 def kill(*a, **kw): os.kill(os.getpid(), signal.SIGKILL)

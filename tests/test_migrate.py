@@ -4,11 +4,11 @@ from datetime import datetime
 from pathlib import Path
 import numpy as np
 import pytest
-import multis.migrate as mm
+import multis.retrieval.migrate as mm
 from multis.core import DocChunk, MultisError
-from multis.store import SCHEMA_VERSION, Store, StoreError, text_hash, vector_text
-from multis.indexer import index_file, index_upload
-from multis.migrate import MigrationReport, migrate, db_counts, backup_path
+from multis.retrieval.store import SCHEMA_VERSION, Store, StoreError, text_hash, vector_text
+from multis.documents.indexer import index_file, index_upload
+from multis.retrieval.migrate import MigrationReport, migrate, db_counts, backup_path
 
 DATA = Path(__file__).resolve().parents[1]/'data'
 T = datetime(2026, 1, 2, 3, 4, 5)
@@ -33,7 +33,7 @@ def rows(p:Path, where:str='1', args=())->list:
     finally: con.close()
 
 def downgrade(p:Path, version:int=2):
-    "Make a current database look like one of schema 2, as nbs/05_store.ipynb's `_downgrade` does"
+    "Make a current database look like one of schema 2, as nbs/21_retrieval.store.ipynb's `_downgrade` does"
     con = sqlite3.connect(p, isolation_level=None)
     for t in ('embeddings_ai', 'embeddings_ad', 'embeddings_au'): con.execute(f'DROP TRIGGER {t}')
     for t in ('embeddings', 'vector_state'): con.execute(f'DROP TABLE {t}')
@@ -41,7 +41,7 @@ def downgrade(p:Path, version:int=2):
     con.execute(f'PRAGMA user_version = {version}'); con.close()
 
 def legacy_db(p:Path, file_path:str='/n/a.md')->Path:
-    "A database of the Node.js multis (no schema version), as in nbs/05_store.ipynb"
+    "A database of the Node.js multis (no schema version), as in nbs/21_retrieval.store.ipynb"
     con = sqlite3.connect(p)
     con.executescript(f"""CREATE TABLE chunks (chunk_id TEXT PRIMARY KEY, file_path TEXT, page_start INT, page_end INT,
       element_type TEXT, name TEXT, content TEXT, parent_chunk_id TEXT, section_path TEXT, section_level INT,
@@ -321,12 +321,12 @@ class Embedder:
     name, dim = 'hash-4', 4
 
 def test_embedder_is_run_on_the_new_store(library, monkeypatch):
-    "With an embedder, `multis.vectors.embed_pending(store, embedder)` runs on the new store (a stand-in module here)"
+    "With an embedder, `multis.retrieval.vectors.embed_pending(store, embedder)` runs on the new store (a stand-in module here)"
     db, _, _ = library
     seen = []
     def embed_pending(st, embedder, **kw):
         seen.append((st.path, embedder)); return st._sql('SELECT count(*) FROM chunks').fetchone()[0]
-    monkeypatch.setitem(sys.modules, 'multis.vectors', types.SimpleNamespace(embed_pending=embed_pending))
+    monkeypatch.setitem(sys.modules, 'multis.retrieval.vectors', types.SimpleNamespace(embed_pending=embed_pending))
     e = Embedder()
     r = migrate(db, rebuild=True, now=T, embedder=e)
     assert seen == [(str(db.with_name('multis.db.rebuild-tmp')), e)] and r.embedded == sum(r.after['chunks'].values())
@@ -334,7 +334,7 @@ def test_embedder_is_run_on_the_new_store(library, monkeypatch):
     assert seen[-1] == (str(db), e) and f'embedded {r.embedded} chunks' in str(r)
 
 def test_real_vectors(library):
-    pytest.importorskip('multis.vectors'); embed = pytest.importorskip('multis.embed')
+    pytest.importorskip('multis.retrieval.vectors'); embed = pytest.importorskip('multis.retrieval.embed')
     db, _, _ = library
     downgrade(db)
     r = migrate(db, rebuild=True, now=T, embedder=embed.HashEmbedder(16))

@@ -3,7 +3,7 @@ import json, re, zipfile
 from pathlib import Path
 import docx, pymupdf, pytest
 from multis.core import ParseError
-from multis.parsers import SUPPORTED, check_file, parse_docx, parse_file, parse_markdown, parse_pdf, parse_text
+from multis.documents.parsers import SUPPORTED, check_file, parse_docx, parse_file, parse_markdown, parse_pdf, parse_text
 
 SHARED = Path(__file__).resolve().parents[1].parent/'shared'/'docs'
 needs_shared = pytest.mark.skipif(not SHARED.exists(), reason='shared/docs is not beside the repository')

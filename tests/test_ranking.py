@@ -1,4 +1,4 @@
-"Tests of multis.ranking against the installed package: ACT-R activation, reranking, metrics, BEIR loading"
+"Tests of multis.retrieval.ranking against the installed package: ACT-R activation, reranking, metrics, BEIR loading"
 import copy, itertools, json, math, pickle
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from multis.core import DocChunk, MultisError
-from multis.ranking import (DEFAULTS, HIT_JSON_FIELDS, Hit, activation, actr_scorer, blend, bm25_only, evaluate,
+from multis.retrieval.ranking import (DEFAULTS, HIT_JSON_FIELDS, Hit, activation, actr_scorer, blend, bm25_only, evaluate,
                             load_beir, mrr, ndcg_at_k, recall_at_k, rerank)
 
 NOW = 1_700_000_000.0

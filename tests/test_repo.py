@@ -46,7 +46,7 @@ def test_readme_is_generated_from_index():
 
 # ---- the workbench (issue 14, item 24): `pip install -e ".[explorer]"` is enough for Run All, from the venv
 
-WORKBENCH = ('30_explorer.ipynb', '31_experiments.ipynb')
+WORKBENCH = ('90_workbench.explorer.ipynb', '91_workbench.experiments.ipynb')
 
 def _settings()->dict:
     cfg = configparser.ConfigParser(delimiters=['='], interpolation=None); cfg.read(REPO/'settings.ini')
@@ -116,7 +116,7 @@ def test_explorer_pins_agree_with_dev_requirements():
 
 def test_readme_workbench_command_uses_the_venv():
     cmds = [c.strip() for c in _readme_commands() if '[explorer]' in c]
-    assert cmds == ['.venv/bin/pip install -q -e ".[explorer]" && .venv/bin/jupyter lab nbs/30_explorer.ipynb']
+    assert cmds == ['.venv/bin/pip install -q -e ".[explorer]" && .venv/bin/jupyter lab nbs/90_workbench.explorer.ipynb']
     text = (REPO/'README.md').read_text()
     assert not re.search(r'(?<![/\w])jupyter lab', text), 'every jupyter in the README is the venv\'s'
     assert 'MULTIS_EVAL_DIR' in text

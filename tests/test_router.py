@@ -3,8 +3,8 @@ import json, re
 from pathlib import Path
 import pytest
 from multis.config import DEFAULT_CONFIG, deep_merge, load_config
-from multis.llm import FakeProvider
-from multis.router import Router, Message, Attachment, PAIR_LOCK, parse_command
+from multis.testing.providers import FakeProvider
+from multis.chat.router import Router, Message, Attachment, PAIR_LOCK, parse_command
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO/'data'
@@ -434,8 +434,8 @@ def test_index_in_chat_follows_governance(bot, tmp_path, monkeypatch):
 
 def test_owner_ask_in_business_chat_fences_the_contact(make_bot):
     "Item 8: the contact's earlier words reach the owner's //ask only inside a fence (real SDK, fake API server)"
-    from multis.fake_llm import FakeLLMServer
-    from multis.llm import AnthropicProvider
+    from multis.testing.fake_llm import FakeLLMServer
+    from multis.answer.llm import AnthropicProvider
     with FakeLLMServer() as srv:
         srv.reply = 'Noted.'
         b = make_bot(owner_id=OWNER, allowed_users=[OWNER])
@@ -491,7 +491,7 @@ def test_every_refusal_and_error_is_audited(bot, monkeypatch):
 
 def test_redelivered_message_is_answered_once(bot):
     "Item 16: the same platform message id (a retried update, overlapping polls) is answered and logged once"
-    from multis.memory import ChatMemory
+    from multis.memory.chat import ChatMemory
     first = bot.router.handle(Message('telegram', USER, USER, 'how do I water roses?', msg_id=9001))
     assert first.startswith('Echo: how do I water roses?')
     assert bot.router.handle(Message('telegram', USER, USER, 'how do I water roses?', msg_id=9001)) is None
@@ -505,9 +505,9 @@ def test_redelivered_message_is_answered_once(bot):
 
 def test_full_disk_is_named_and_never_claimed_logged(bot, monkeypatch):
     "Item 17: a log write failing on a full disk gets one clear line, never 'it has been logged'"
-    import errno, multis.memory
+    import errno, multis.memory.chat
     def full(path, *a, **k): raise OSError(errno.ENOSPC, 'No space left on device', str(path))
-    monkeypatch.setattr(multis.memory, 'atomic_write', full)
+    monkeypatch.setattr(multis.memory.chat, 'atomic_write', full)
     reply = bot.say('how do I water roses?')
     assert 'disk is full' in reply and 'logged' not in reply and 'Traceback' not in reply, reply
     assert len(reply.splitlines()) == 1

@@ -4,13 +4,13 @@ from pathlib import Path
 import pytest
 from multis.core import MultisError
 from multis.config import DEFAULT_CONFIG, deep_merge
-from multis.store import Store
-from multis.llm import FakeProvider
-from multis.memory import ChatMemory
-from multis.router import Router, Message
-from multis.scheduler import (Scheduler, SchedulerError, ActivityCaptureWorker, check_cron, next_time, platform_deliverer,
+from multis.retrieval.store import Store
+from multis.testing.providers import FakeProvider
+from multis.memory.chat import ChatMemory
+from multis.chat.router import Router, Message
+from multis.chat.scheduler import (Scheduler, SchedulerError, ActivityCaptureWorker, check_cron, next_time, platform_deliverer,
                               track_activity, MAX_JOBS_PER_CHAT)
-from multis.daemon import Daemon
+from multis.run.daemon import Daemon
 
 OWNER, USER = '100', '200'
 

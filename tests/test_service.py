@@ -8,14 +8,14 @@ import schemathesis
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from multis.config import load_config
-from multis.store import Store
-from multis.ranking import HIT_JSON_FIELDS
-from multis.indexer import index_file
-from multis.facts import ABSENT
+from multis.retrieval.store import Store
+from multis.retrieval.ranking import HIT_JSON_FIELDS
+from multis.documents.indexer import index_file
+from multis.memory.facts import ABSENT
 from fastapi.testclient import TestClient
-from multis.audit import read_audit
-from multis.memory import ChatMemory
-from multis.service import create_app, service_token, token_id, ServiceThread
+from multis.governance.audit import read_audit
+from multis.memory.chat import ChatMemory
+from multis.run.service import create_app, service_token, token_id, ServiceThread
 
 LIMITED = 'limited-token-for-tests'
 WRITER = 'writer-token-for-tests'
@@ -318,7 +318,7 @@ def test_serve_sigterm(tmp_path):
     watched.mkdir(); secret.write_text('# Secret\nthe wombat secret\n')
     (watched/'ok.md').write_text('# Ok\nthe wombat sleeps\n'); (watched/'leak.md').symlink_to(secret)   # another chat's memory
     (tmp_path/'config.json').write_text(json.dumps({'watch': [{'path': str(watched), 'scope': 'kb'}]}))
-    code = f"import sys; from multis.service import serve; sys.exit(serve({port}))"
+    code = f"import sys; from multis.run.service import serve; sys.exit(serve({port}))"
     p = subprocess.Popen([sys.executable, '-c', code], env={**os.environ, 'MULTIS_HOME': str(tmp_path)},
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
@@ -372,7 +372,7 @@ def test_schemathesis_no_server_errors(env):
 def test_daemon_runs_service_and_watcher(tmp_path, caplog):
     "The bot's conversation, the service and the watcher in one daemon on one database, under load: no lock errors"
     import asyncio
-    from multis.daemon import Daemon
+    from multis.run.daemon import Daemon
     home, watched = tmp_path/'home', tmp_path/'watched'
     home.mkdir(); watched.mkdir(); (watched/'w0.md').write_text('# W0\nthe walrus waits\n')
     (home/'governance.json').write_text(json.dumps({'allowed_roots': [str(watched)]}))   # watched files pass check_file

@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as stx, HealthCheck
 from multis.core import DocChunk, MultisError
-from multis.store import Store, StoreError, SCHEMA_VERSION
-from multis.search import query_terms, check_scopes
+from multis.retrieval.store import Store, StoreError, SCHEMA_VERSION
+from multis.retrieval.search import query_terms, check_scopes
 
 WORDS = 'water tomato garden secret salary password plan trip bees compost roses admin kb user name content'.split()
 SCOPES = ['kb', 'admin', 'user:1', 'user:2', 'user:42', 'user:-100123']
@@ -109,7 +109,7 @@ def test_access_does_not_touch_fts(tmp_path):
         assert st._sql('SELECT * FROM chunks_fts_data ORDER BY id').fetchall() == before
 
 def test_activation_query_matches_formula(tmp_path):
-    from multis.ranking import activation
+    from multis.retrieval.ranking import activation
     with Store(tmp_path/'act.db') as st:
         c = DocChunk('/d/a.md', 'A', 'text')
         st.save([c])

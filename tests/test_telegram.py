@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 from multis.config import DEFAULT_CONFIG, deep_merge
 from multis.core import MultisError
-from multis.llm import FakeProvider
-from multis.router import Router
-from multis.fake_telegram import FakeBotAPI
-from multis.telegram_bot import EXPIRED, TelegramPlatform
+from multis.testing.providers import FakeProvider
+from multis.chat.router import Router
+from multis.testing.fake_telegram import FakeBotAPI
+from multis.platforms.telegram import EXPIRED, TelegramPlatform
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO/'data'

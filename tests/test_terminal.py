@@ -2,12 +2,12 @@
 import os, subprocess, sys
 from pathlib import Path
 import pytest
-from multis.store import Store
-from multis.indexer import index_directory
-from multis.terminal import BANNER
+from multis.retrieval.store import Store
+from multis.documents.indexer import index_directory
+from multis.platforms.terminal import BANNER
 
 REPO = Path(__file__).resolve().parents[1]
-CHAT = [sys.executable, '-c', 'from multis.terminal import main; main()']
+CHAT = [sys.executable, '-c', 'from multis.platforms.terminal import main; main()']
 
 
 @pytest.fixture

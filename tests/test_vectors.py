@@ -4,12 +4,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as hst, HealthCheck
 from multis.core import DocChunk
-from multis.store import Store
-from multis.embed import HashEmbedder
-from multis.indexer import index_directory, index_file
-from multis.vectors import attach_embedder, embed_pending, open_store, VectorIndex
-from multis.memory import ChatMemory, capture, index_message
-from multis.llm import FakeProvider
+from multis.retrieval.store import Store
+from multis.retrieval.embed import HashEmbedder
+from multis.documents.indexer import index_directory, index_file
+from multis.retrieval.vectors import attach_embedder, embed_pending, open_store, VectorIndex
+from multis.memory.chat import ChatMemory, capture, index_message
+from multis.testing.providers import FakeProvider
 
 REPO = Path(__file__).resolve().parents[1]
 HASH = {'embeddings': {'provider': 'hash', 'model': '64'}}
@@ -135,7 +135,7 @@ def test_bad_embeddings_config_keeps_search_working(tmp_path, caplog):
 def test_service_searches_hybrid_and_embeds_chat_messages(tmp_path):
     import httpx
     from multis.config import load_config
-    from multis.service import create_app, service_token, ServiceThread
+    from multis.run.service import create_app, service_token, ServiceThread
     home = tmp_path/'home'; home.mkdir()
     cfg = load_config(home/'config.json', env=False)
     cfg['embeddings'].update(provider='hash', model='64')

@@ -3,8 +3,8 @@ import logging, time
 from pathlib import Path
 import pytest
 from multis.core import MultisError
-from multis.store import Store
-from multis.watch import Watcher, watch_entries
+from multis.retrieval.store import Store
+from multis.documents.watch import Watcher, watch_entries
 
 DEBOUNCE = 0.3
 
@@ -68,7 +68,7 @@ def test_non_recursive(setup):
 
 def test_bad_file_logged_others_indexed(setup, caplog):
     w, cfg, st, db = setup
-    with caplog.at_level(logging.ERROR, logger='multis.watch'), Watcher(db, cfg, debounce=DEBOUNCE) as wt:
+    with caplog.at_level(logging.ERROR, logger='multis.documents.watch'), Watcher(db, cfg, debounce=DEBOUNCE) as wt:
         assert wt.ready.wait(10)
         (w/'broken.pdf').write_bytes(b'%PDF-1.4 this is not a pdf')
         (w/'big.txt').write_text('x' * (2 * 2**20))
@@ -112,7 +112,7 @@ def test_scan_removes_files_deleted_while_stopped(setup):
     assert paths(st) == []
 
 def test_bad_entries_skipped(tmp_path, caplog):
-    with caplog.at_level(logging.ERROR, logger='multis.watch'):
+    with caplog.at_level(logging.ERROR, logger='multis.documents.watch'):
         es = watch_entries({'watch': [{'path': str(tmp_path/'nope')}, {'path': str(tmp_path), 'scope': 'all'}, 'x',
                                       {'path': str(tmp_path), 'scope': 'admin', 'recursive': False}]})
     assert es == [dict(path=tmp_path, scope='admin', recursive=False)]

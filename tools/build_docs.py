@@ -16,7 +16,7 @@ The Quarto project is `_quarto.yml` at the top level; `nbs/_quarto.yml` is a sym
 Pages follow nbdev's processors: `#| hide`, `#| export`, `#| exporti`, `#| default_exp` and `#| include: false` cells
 are dropped (the same cell rules as tools/make_readme.py), every exported public function or class gets an API entry
 (signature, docstring, docments table) where its cell was, title and subtitle come from the first markdown cell, and
-`04_ranking.ipynb` becomes `ranking.html`. Nothing here imports multis: the API docs are read from the source with `ast`.
+`20_retrieval.ranking.ipynb` becomes `ranking.html`. Nothing here imports multis: the API docs are read from the source with `ast`.
 """
 import argparse, ast, html, io, json, re, shutil, sys, tempfile, tokenize
 from pathlib import Path
@@ -39,7 +39,7 @@ _ansi = re.compile(r'\x1b\[[0-9;]*[A-Za-z]')
 # ---------------------------------------------------------------- notebooks
 
 def page_name(nb:Path)->str:
-    "The page a notebook becomes, as nbdev names it: `04_ranking.ipynb` -> `ranking.html`"
+    "The page a notebook becomes, as nbdev names it: `20_retrieval.ranking.ipynb` -> `ranking.html`"
     return re.sub(r'^\d+[a-zA-Z0-9]*_', '', nb.name.lower()).replace('.ipynb', '.html')
 
 def notebooks(nbs:Path)->list:
