@@ -2,7 +2,8 @@
 import json, logging, socket, time, traceback
 import pytest
 from multis.answer.llm import (LLMError, LLM_ERROR_KINDS, Provider, AnthropicProvider, OpenAIProvider, OllamaProvider,
-                        FakeProvider, make_provider, DEFAULT_MODELS)
+                               make_provider, DEFAULT_MODELS, PROVIDERS, provider_class, register_provider)
+from multis.testing.providers import FakeProvider
 from multis.testing.fake_llm import FakeLLMServer
 from multis.config import load_config, save_config
 
@@ -292,6 +293,49 @@ def test_ollama_host_from_environment(monkeypatch, srv):
     assert srv.requests[-1]['path'] == '/api/chat'
     monkeypatch.delenv('OLLAMA_HOST')
     assert make_provider({'llm': {'provider': 'ollama'}}).host == 'http://127.0.0.1:11434'
+
+# ---- the registry
+
+def test_registry_holds_the_three_providers_and_their_secret_keys():
+    assert PROVIDERS == {'anthropic': AnthropicProvider, 'openai': OpenAIProvider, 'ollama': OllamaProvider}
+    assert {n: c.secret_keys for n,c in PROVIDERS.items()} == {'anthropic': ('llm.api_key',), 'openai': ('llm.api_key',), 'ollama': ()}
+    assert 'fake' not in PROVIDERS and FakeProvider not in PROVIDERS.values()
+
+def test_a_new_provider_is_one_class_and_one_registration(monkeypatch):
+    monkeypatch.setattr('multis.answer.llm.PROVIDERS', dict(PROVIDERS))
+    monkeypatch.setattr('multis.answer.llm.DEFAULT_MODELS', dict(DEFAULT_MODELS))
+    @register_provider
+    class Shout(FakeProvider):
+        name, default_model = 'shout', 'loud-1'
+        @classmethod
+        def _endpoint(cls, llm): return dict(replies=lambda s, m: m[-1]['content'].upper())
+    p = make_provider({'llm': {'provider': ' Shout', 'max_tokens': 9}})
+    assert isinstance(p, Shout) and (p.model, p.max_tokens) == ('loud-1', 9)
+    assert p.generate('', Q) == Q[0]['content'].upper()
+    from multis.answer import llm
+    assert llm.DEFAULT_MODELS['shout'] == 'loud-1'
+    with pytest.raises(TypeError, match='not a Provider class'): register_provider(int)
+
+def _plugin_dist(tmp_path, group:str, line:str, module:str, code:str):
+    "A tiny installed distribution on `tmp_path` whose entry point `line` lives in `group`"
+    (tmp_path/f'{module}.py').write_text(code)
+    di = tmp_path/f'{module}-0.1.dist-info'
+    di.mkdir()
+    (di/'METADATA').write_text(f'Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n')
+    (di/'entry_points.txt').write_text(f'[{group}]\n{line}\n')
+
+def test_provider_from_an_installed_package_entry_point(tmp_path, monkeypatch):
+    _plugin_dist(tmp_path, 'multis.llm_providers', 'parrot = multis_toy_llm:Parrot', 'multis_toy_llm',
+                 "from multis.testing.providers import FakeProvider\n"
+                 "class Parrot(FakeProvider):\n    name, default_model = 'parrot', 'polly'\n"
+                 "    @classmethod\n    def _endpoint(cls, llm): return dict(replies=['squawk'])\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr('multis.answer.llm.PROVIDERS', dict(PROVIDERS))
+    monkeypatch.setattr('multis.answer.llm.DEFAULT_MODELS', dict(DEFAULT_MODELS))
+    p = make_provider({'llm': {'provider': 'parrot'}})
+    assert type(p).__name__ == 'Parrot' and p.model == 'polly' and p.generate('', Q) == 'squawk'
+    assert provider_class('parrot') is type(p)
+    with pytest.raises(LLMError, match="unknown llm.provider 'gemini'.*ollama, parrot"): make_provider({'llm': {'provider': 'gemini'}})
 
 # ---- FakeProvider
 
