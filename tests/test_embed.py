@@ -3,7 +3,8 @@ import logging, os, socket, time, traceback
 import numpy as np
 import pytest
 from multis.core import DocChunk
-from multis.retrieval.embed import EmbeddingError, HashEmbedder, LocalEmbedder, OllamaEmbedder, OpenAIEmbedder, make_embedder
+from multis.retrieval.embed import (EmbeddingError, Embedder, HashEmbedder, LocalEmbedder, OllamaEmbedder, OpenAIEmbedder,
+                                   make_embedder, EMBEDDERS, embedder_class, register_embedder)
 from multis.testing.fake_llm import FakeLLMServer
 from multis.retrieval.store import Store
 from multis.retrieval.vectors import attach_embedder, embed_pending
@@ -86,6 +87,45 @@ def test_default_models_and_width_follow_the_server(provider):
         e = embedder(provider, s.url, model='')
         assert e.embed(['one']).shape == (1, 32)
         assert s.requests[0]['body']['model'] == {'ollama': 'nomic-embed-text', 'openai': 'text-embedding-3-small'}[provider]
+
+# ---- the registry
+
+def test_registry_holds_the_four_embedders_and_the_secret_key():
+    assert EMBEDDERS == {'local': LocalEmbedder, 'ollama': OllamaEmbedder, 'openai': OpenAIEmbedder, 'hash': HashEmbedder}
+    assert [c.secret_keys for c in EMBEDDERS.values()] == [(), (), ('embeddings.api_key',), ()]
+    with pytest.raises(EmbeddingError, match="'faiss' is not one of local, ollama, openai, hash"): embedder_class('faiss')
+
+def test_defaults_match_the_chat_clients():
+    from multis.answer import llm
+    from multis.retrieval import embed
+    assert (embed.OLLAMA_HOST, embed.OPENAI_URL) == (llm.OLLAMA_HOST, llm.OPENAI_URL)
+
+class _Const(Embedder):
+    provider = 'const'
+    def __init__(self, model=''): self.name = f'const:{model}'
+    def _embed(self, texts): return [[1.0, 2.0] for _ in texts]
+
+def test_a_new_embedder_is_one_class_and_one_registration(monkeypatch):
+    monkeypatch.setattr('multis.retrieval.embed.EMBEDDERS', dict(EMBEDDERS))
+    register_embedder(_Const)
+    e = make_embedder({'embeddings': {'provider': 'Const ', 'model': 'm9'}})
+    assert isinstance(e, _Const) and e.name == 'const:m9' and e.embed(['a']).shape == (1, 2)
+    with pytest.raises(TypeError, match='not an Embedder class'): register_embedder(dict)
+
+def test_embedder_from_an_installed_package_entry_point(tmp_path, monkeypatch):
+    (tmp_path/'multis_toy_embed.py').write_text(
+        "from multis.retrieval.embed import Embedder\n"
+        "class Twos(Embedder):\n    provider = 'twos'\n    def __init__(self, model=''): self.name = 'twos:' + model\n"
+        "    def _embed(self, texts): return [[2.0, 0.0] for _ in texts]\n")
+    di = tmp_path/'multis_toy_embed-0.1.dist-info'
+    di.mkdir()
+    (di/'METADATA').write_text('Metadata-Version: 2.1\nName: multis_toy_embed\nVersion: 0.1\n')
+    (di/'entry_points.txt').write_text('[multis.embedders]\ntwos = multis_toy_embed:Twos\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr('multis.retrieval.embed.EMBEDDERS', dict(EMBEDDERS))
+    e = make_embedder({'embeddings': {'provider': 'twos', 'model': 'ep'}})
+    assert type(e).__name__ == 'Twos' and e.name == 'twos:ep' and e.embed(['x']).tolist() == [[1.0, 0.0]]
+    assert embedder_class('twos') is type(e)
 
 def test_query_vectors_are_cached(srv):
     e = embedder('ollama', srv.url)
