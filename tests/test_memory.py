@@ -6,9 +6,9 @@ from multis.core import DocChunk, MultisError
 from multis.answer.llm import LLMError
 from multis.testing.providers import FakeProvider
 from multis.retrieval.store import Store
-from multis.memory.chat import (CAPTURE_SKILL, CaptureWorker, ChatMemory, apply_retention, capture, chat_scope, forget,
-                           index_message, load_capture_skill, log_message, remember, safe_chat_id, show_memory,
-                           split_sections)
+from multis.memory.chat import ChatMemory, chat_scope, safe_chat_id, split_sections
+from multis.memory.capture import (CAPTURE_SKILL, CaptureWorker, apply_retention, capture, forget, index_message,
+                                   load_capture_skill, log_message, remember, show_memory)
 
 REPO = Path(__file__).resolve().parents[1]
 T = time.mktime((2026, 11, 22, 10, 30, 0, 0, 0, -1))
@@ -182,7 +182,8 @@ def test_two_processes_appending_to_one_chat_lose_nothing(tmp_path):
 
 CAPTURE_LOOP = """
 import json, sys, time
-from multis.memory.chat import ChatMemory, capture
+from multis.memory.chat import ChatMemory
+from multis.memory.capture import capture
 from multis.testing.providers import FakeProvider
 from multis.retrieval.store import Store
 home, chat, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -260,7 +261,8 @@ def test_window_keeps_speaker_and_untrusted(tmp_path, store):
 
 import errno, os, signal
 import multis.memory.chat as memory_mod
-from multis.memory.chat import MemoryWriteError, cleanup_temp, message_chunk_id
+from multis.memory.chat import MemoryWriteError, cleanup_temp
+from multis.memory.capture import message_chunk_id
 
 RAW = {'memory': {'index_raw': True}}
 

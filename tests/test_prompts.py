@@ -2,7 +2,8 @@
 import re, unicodedata
 import pytest
 from multis.documents.indexer import index_file, index_upload
-from multis.memory.chat import ChatMemory, index_message
+from multis.memory.chat import ChatMemory
+from multis.memory.capture import index_message
 from multis.answer.prompts import BASE_PROMPT, build_prompt, rag_prompt
 from multis.retrieval.store import Store
 

@@ -10,7 +10,8 @@ import hashlib, time
 from fastcore.basics import patch
 from ..answer.ask import Answer, ask_config, provider_or_reason
 from .facts import FactStore, answer_fact_question
-from .chat import ChatMemory, CaptureWorker, log_message, without_ids
+from .chat import ChatMemory, without_ids
+from .capture import CaptureWorker, log_message
 from ..retrieval.store import Store
 
 # %% ../../nbs/43_memory.conversation.ipynb 5
