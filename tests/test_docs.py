@@ -31,7 +31,8 @@ def test_one_page_per_notebook(site):
     nbs = build_docs.notebooks(REPO/'nbs')
     names = {p.name for p in site.glob('*.html')}
     assert names == {build_docs.page_name(nb) for nb in nbs}
-    assert {'index.html', 'core.html', 'ranking.html', 'store.html', 'evaluate.html'} <= names
+    assert {'index.html', 'architecture.html', 'core.html', 'retrieval.ranking.html', 'retrieval.store.html',
+            'retrieval.evaluate.html'} <= names
     assert (site/'styles.css').read_text() == (REPO/'nbs'/'styles.css').read_text()
     assert 'Store' in page(site, 'index.html') or 'multis' in page(site, 'index.html')
 
@@ -40,11 +41,11 @@ def test_every_module_has_its_page(site):
     for nb in build_docs.notebooks(REPO/'nbs'):
         m = build_docs.default_exp(json.loads(nb.read_text(encoding='utf-8'))['cells'])
         if m: mods[m] = build_docs.page_name(nb)
-    assert {'core', 'store', 'ranking', 'telegram_bot', 'cli'} <= set(mods)
-    assert mods['telegram_bot'] == 'telegram.html'
+    assert {'core', 'retrieval.store', 'retrieval.ranking', 'platforms.telegram', 'cli'} <= set(mods)
+    assert mods['platforms.telegram'] == 'platforms.telegram.html'
     for m, name in mods.items():
         h = page(site, name)
-        for sym in build_docs.module_symbols(REPO/'multis'/f'{m}.py'):
+        for sym in build_docs.module_symbols(REPO/'multis'/(m.replace('.', '/') + '.py')):
             assert f'<h3 class="anchored">{sym}</h3>' in h, f'{m}.{sym} has no API entry on {name}'
 
 def test_sidebar_links_resolve(site):
@@ -55,22 +56,22 @@ def test_sidebar_links_resolve(site):
         assert sorted(links) == sorted(q.name for q in pages)
         assert all((site/l).exists() for l in links)
         assert f'href="{p.name}" class="active"' in nav
-    assert re.findall(r'<nav class="sidebar".*?href="([^"]+)"', page(site, 'store.html'), re.DOTALL)[0] == 'index.html'
+    assert re.findall(r'<nav class="sidebar".*?href="([^"]+)"', page(site, 'retrieval.store.html'), re.DOTALL)[0] == 'index.html'
 
 def test_api_entries_have_signature_docstring_and_docments(site):
     core = text(page(site, 'core.html'))
     assert 'DocChunk (file_path:str, name:str, content:str, page_start:int | None=None' in core
     assert 'One searchable piece of a document' in core
-    store = text(page(site, 'store.html'))
+    store = text(page(site, 'retrieval.store.html'))
     assert 'Store (path:str | Path | None=None' in store and 'The multis database' in store
     assert 'Store.transaction ()' in store  # a @patch method is documented as Class.method, without self
-    rank = page(site, 'ranking.html')
+    rank = page(site, 'retrieval.ranking.html')
     assert 'activation (access_times:Iterable, now, decay:float=0.5, max_accesses:int=50) -&gt; float' in rank
     assert re.search(r'<td><strong>decay</strong></td><td>float</td><td>0.5</td><td>d: how fast a trace fades', rank)
-    assert re.search(r'<a href="core.html#[\w-]+"><code>DocChunk</code></a>', page(site, 'store.html'))
+    assert re.search(r'<a href="core.html#[\w-]+"><code>DocChunk</code></a>', page(site, 'retrieval.store.html'))
 
 def test_outputs_shown_hidden_cells_not(site):
-    rank = page(site, 'ranking.html')
+    rank = page(site, 'retrieval.ranking.html')
     assert rank.count('<img src="data:image/png;base64,') >= 1
     assert re.search(r'<div class="cell-output cell-output-display"><pre><code>\[0\.\d+', rank)
     assert '<div class="cell-output cell-output-stdout">' in ''.join(p.read_text() for p in site.glob('*.html'))
@@ -81,12 +82,75 @@ def test_outputs_shown_hidden_cells_not(site):
         assert '#|' not in code and 'default_exp' not in code, p.name
 
 def test_title_subtitle_toc_and_search(site):
-    h = page(site, 'store.html')
+    h = page(site, 'retrieval.store.html')
     assert '<h1 class="title">Store</h1>' in h and '<div class="description">SQLite for chunks' in h
     toc = re.search(r'<nav class="toc".*?</nav>', h, re.DOTALL).group(0)
     assert re.findall(r'href="#([^"]+)"', toc) and all(f'id="{a}"' in h for a in re.findall(r'href="#([^"]+)"', toc))
     search = json.loads((site/'search.json').read_text())
-    assert any(e['url'].startswith('store.html#') and 'Store' in e['title'] for e in search)
+    assert any(e['url'].startswith('retrieval.store.html#') and 'Store' in e['title'] for e in search)
+
+# ---- the sidebar groups pages by chapter, in Quarto (nbs/sidebar.yml) and in the offline build alike (issue 15, item 1)
+
+CHAPTERS = ['Core', 'Documents', 'Retrieval', 'Answer', 'Memory', 'Governance', 'Chat', 'Platforms', 'Run', 'Workbench',
+            'Testing']
+
+def _sidebar_yml()->list:
+    import yaml
+    return yaml.safe_load((REPO/'nbs'/'sidebar.yml').read_text())['website']['sidebar']['contents']
+
+def test_sidebar_yml_groups_notebooks_by_chapter():
+    "Quarto's sidebar: index, architecture, one section per chapter holding exactly its notebooks, the bot last"
+    import configparser
+    cfg = configparser.ConfigParser(interpolation=None); cfg.read(REPO/'settings.ini')
+    assert cfg['DEFAULT']['custom_sidebar'] == 'True', 'nbdev_docs would overwrite nbs/sidebar.yml'
+    side = _sidebar_yml()
+    assert side[:2] == ['index.ipynb', '00_architecture.ipynb'] and side[-1] == '99_bot.ipynb'
+    sections = [e for e in side if isinstance(e, dict)]
+    assert [e['section'] for e in sections] == CHAPTERS
+    for e in sections[1:]:
+        assert e['contents'] and all(re.match(rf'\d+_{e["section"].lower()}\.\w+\.ipynb$', n) for n in e['contents']), e
+    assert sections[0]['contents'][:3] == ['00_core.ipynb', '01_config.ipynb', '02_cli.ipynb']
+    listed = [n for e in side for n in ([e] if isinstance(e, str) else e['contents'])]
+    assert sorted(listed) == sorted(nb.name for nb in build_docs.notebooks(REPO/'nbs')), 'every page listed once'
+    assert build_docs.sidebar_problems() == []
+
+def test_offline_sidebar_draws_the_same_sections(site):
+    "The offline build's sidebar: the same entries and sections, in the same order, as nbs/sidebar.yml"
+    nav = re.search(r'<nav class="sidebar".*?</nav>', page(site, 'architecture.html'), re.DOTALL).group(0)
+    drawn = re.findall(r'<span class="section-title">([^<]+)</span>|<a href="([^"]+)"', nav)
+    want = []
+    for e in _sidebar_yml():
+        if isinstance(e, str): want.append(('', build_docs.page_name(Path(e))))
+        else: want += [(e['section'], '')] + [('', build_docs.page_name(Path(n))) for n in e['contents']]
+    assert drawn == want
+    assert 'href="architecture.html" class="active"' in nav
+
+def test_stale_sidebar_is_named(tmp_path):
+    "A notebook added without rewriting nbs/sidebar.yml fails --check with the command that fixes it"
+    nbs = tmp_path/'nbs'; nbs.mkdir()
+    (nbs/'index.ipynb').write_text(_nb(('markdown', '# Home', [])))
+    (nbs/'00_core.ipynb').write_text(_nb(('markdown', '# Core', []), ('code', '#| default_exp core', [])))
+    (nbs/'10_documents.parsers.ipynb').write_text(_nb(('markdown', '# Parsers', []), ('code', '#| default_exp documents.parsers', [])))
+    assert build_docs.sidebar_problems(nbs) == ['nbs/sidebar.yml: missing; run python tools/build_docs.py --sidebar']
+    (nbs/'sidebar.yml').write_text(build_docs.sidebar_yml(nbs))
+    assert build_docs.sidebar_problems(nbs) == []
+    assert build_docs.sidebar(nbs) == ['index.ipynb', {'section': 'Core', 'contents': ['00_core.ipynb']},
+                                       {'section': 'Documents', 'contents': ['10_documents.parsers.ipynb']}]
+    (nbs/'11_documents.chunker.ipynb').write_text(_nb(('markdown', '# Chunker', []), ('code', '#| default_exp documents.chunker', [])))
+    assert build_docs.sidebar_problems(nbs) == ['nbs/sidebar.yml: not the pages grouped by chapter; run python tools/build_docs.py --sidebar']
+
+# ---- the architecture page, right after the index (issue 15, item 8)
+
+def test_architecture_page_names_every_chapter_and_the_message_path(site):
+    h = page(site, 'architecture.html')
+    assert '<h1 class="title">Architecture</h1>' in h and '<pre class="mermaid">' in h and 'mermaid.esm.min.mjs' in h
+    t = text(h)
+    for ch in CHAPTERS[1:]: assert f'{ch.lower()}:' in t and f'<code>{ch.lower()}</code>' in h, ch
+    path = t[t.index('One Telegram message'):]
+    steps = ['TelegramPlatform.on_message', 'Router.handle', 'Conversation.reply', 'ask_config', 'Store.search',
+             'Provider.generate', 'audit', 'TelegramPlatform.send']
+    assert [path.index(s) for s in steps] == sorted(path.index(s) for s in steps)
+    assert 'mermaid' not in page(site, 'core.html')
 
 def _nb(*cells): return json.dumps({'cells': [{'cell_type': t, 'source': s, 'metadata': {}, 'outputs': o}
                                               for t, s, o in cells], 'metadata': {}, 'nbformat': 4, 'nbformat_minor': 5})

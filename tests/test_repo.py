@@ -34,10 +34,13 @@ def test_pinned_nbdev_set():
     for pin in ('nbdev==2.4.7', 'fastcore>=1.8,<1.9', 'execnb>=0.1.16,<0.2'): assert pin in dev
 
 def test_every_notebook_exports_a_module():
+    "Each numbered notebook exports its module (`21_retrieval.store` -> multis/retrieval/store.py); the architecture page is prose"
     for nb in sorted((REPO/'nbs').glob('[0-9]*.ipynb')):
-        m = re.search(r'#\|\s*default_exp\s+(\w+)', nb.read_text())
+        m = re.search(r'#\|\s*default_exp\s+([\w.]+)', nb.read_text())
+        if nb.name == '00_architecture.ipynb': assert m is None; continue
         assert m, f'{nb.name} has no default_exp'
-        assert (REPO/'multis'/f'{m.group(1)}.py').exists(), nb.name
+        assert (REPO/'multis'/(m.group(1).replace('.', '/') + '.py')).exists(), nb.name
+        assert nb.stem.split('_', 1)[1] == m.group(1), f'{nb.name} exports {m.group(1)}'
 
 def test_readme_is_generated_from_index():
     import subprocess, sys
@@ -66,19 +69,26 @@ def _imports(src:str, deep:bool=True)->set:
         elif isinstance(n, ast.ImportFrom) and n.level == 0 and n.module: res.add(n.module.split('.')[0])
     return res
 
+def _multis_imports(src:str, pkg:str)->list:
+    "The multis modules `src` imports, relative imports (`from ..core import`) resolved against its package `pkg`"
+    res = re.findall(r'^\s*(?:from|import) (multis(?:\.\w+)*)', src, re.M)
+    for dots, rest in re.findall(r'^\s*from (\.+)([\w.]*) import', src, re.M):
+        base = pkg.split('.')[:len(pkg.split('.')) - (len(dots) - 1)]
+        res.append('.'.join(base + ([rest] if rest else [])))
+    return res
+
 def _run_all_imports()->set:
     "What Run All of the workbench notebooks imports, following the multis modules they import"
     import json, sys
-    todo = [(''.join(c['source']), True) for nb in WORKBENCH for c in json.loads((REPO/'nbs'/nb).read_text())['cells']
+    todo = [(''.join(c['source']), True, 'multis') for nb in WORKBENCH for c in json.loads((REPO/'nbs'/nb).read_text())['cells']
             if c['cell_type'] == 'code']
     mods, seen = set(), set()
     while todo:
-        src, deep = todo.pop()
+        src, deep, pkg = todo.pop()
         mods |= _imports(src, deep)
-        for mod in re.findall(r'^\s*(?:from|import) (multis(?:\.\w+)*)', src, re.M) + \
-                   [f'multis.{m}' for m in re.findall(r'^\s*from \.(\w+) import', src, re.M)]:
+        for mod in _multis_imports(src, pkg):
             f = REPO/(mod.replace('.', '/') + '.py')
-            if f not in seen and f.exists(): seen.add(f); todo.append((f.read_text(), False))
+            if f not in seen and f.exists(): seen.add(f); todo.append((f.read_text(), False, '.'.join(mod.split('.')[:-1])))
     return {m for m in mods if m not in sys.stdlib_module_names and m != 'multis'}
 
 def _closure(reqs:list)->set:
@@ -120,3 +130,11 @@ def test_readme_workbench_command_uses_the_venv():
     text = (REPO/'README.md').read_text()
     assert not re.search(r'(?<![/\w])jupyter lab', text), 'every jupyter in the README is the venv\'s'
     assert 'MULTIS_EVAL_DIR' in text
+
+def test_readme_names_the_chapters_and_links_the_architecture_page():
+    "The README's notebook links point into nbs/ (index.ipynb's are relative to nbs/, as Quarto reads them)"
+    text = (REPO/'README.md').read_text()
+    links = re.findall(r'\]\(([^)\s]+\.ipynb)\)', text)
+    assert 'nbs/00_architecture.ipynb' in links and all((REPO/l).exists() for l in links), links
+    for ch in ('documents', 'retrieval', 'answer', 'memory', 'governance', 'chat', 'platforms', 'run'): assert f'`{ch}`' in text
+    assert 'from multis.documents.parsers import parse_file' in text and 'from multis.retrieval.store import Store' in text

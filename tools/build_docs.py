@@ -3,8 +3,9 @@
     python tools/build_docs.py                 # build _docs/
     python tools/build_docs.py --out DIR       # build somewhere else
     python tools/build_docs.py --check         # build into a temp dir; exit 1 if a module has no page, a page is
-                                               # empty, a sidebar link is broken, an exported symbol has no API entry
-                                               # or nbdev would not use the top-level _quarto.yml
+                                               # empty, a sidebar link is broken, an exported symbol has no API entry,
+                                               # nbs/sidebar.yml is stale or nbdev would not use the top-level _quarto.yml
+    python tools/build_docs.py --sidebar       # write nbs/sidebar.yml: the pages grouped by chapter (Quarto's sidebar)
     python tools/build_docs.py --proc          # run what `nbdev_docs` runs before Quarto (nbdev's `_pre_docs`: nbdev.yml,
                                                # sidebar, `proc_nbs` into _proc/) without installing Quarto; exit 1 on
                                                # any notebook error or if _proc/_quarto.yml is not the top-level one
@@ -16,7 +17,13 @@ The Quarto project is `_quarto.yml` at the top level; `nbs/_quarto.yml` is a sym
 Pages follow nbdev's processors: `#| hide`, `#| export`, `#| exporti`, `#| default_exp` and `#| include: false` cells
 are dropped (the same cell rules as tools/make_readme.py), every exported public function or class gets an API entry
 (signature, docstring, docments table) where its cell was, title and subtitle come from the first markdown cell, and
-`20_retrieval.ranking.ipynb` becomes `ranking.html`. Nothing here imports multis: the API docs are read from the source with `ast`.
+`20_retrieval.ranking.ipynb` becomes `retrieval.ranking.html`. Nothing here imports multis: the API docs are read from
+the source with `ast`.
+
+The sidebar groups pages by chapter, one section per subpackage (`NN_chapter.module.ipynb`); the top-level modules
+before the chapters (core, config, cli) form the Core section, and pages outside any chapter (the index, the
+architecture page, the closing bot notebook) stay top-level. The same grouping is written to `nbs/sidebar.yml`
+(committed; `custom_sidebar = True` in settings.ini, so nbdev_docs keeps it) and drawn by this build.
 """
 import argparse, ast, html, io, json, re, shutil, sys, tempfile, tokenize
 from pathlib import Path
@@ -68,6 +75,43 @@ def default_exp(cells:list)->str:
         if c['cell_type'] == 'code' and m: return m.group(1)
     return ''
 
+# ---------------------------------------------------------------- the sidebar: pages grouped by chapter
+
+def chapter_of(nb:Path, seen:bool=False)->str|None:
+    "`21_retrieval.store.ipynb` -> 'retrieval'; a top-level module before the chapters -> 'core'; else None (top-level)"
+    stem = re.sub(r'^\d+[a-zA-Z0-9]*_', '', nb.stem)
+    if '.' in stem: return stem.split('.')[0]
+    has_exp = bool(default_exp(json.loads(nb.read_text(encoding='utf-8'))['cells']))
+    return 'core' if has_exp and not seen else None
+
+def sidebar(nbs:Path)->list:
+    "The sidebar: page file names and `{'section': chapter, 'contents': [...]}`, in notebook order"
+    res, seen = [], False
+    for nb in notebooks(nbs):
+        ch = chapter_of(nb, seen)
+        seen = seen or (ch not in (None, 'core'))
+        if ch is None: res.append(nb.name)
+        elif res and isinstance(res[-1], dict) and res[-1]['section'] == ch.capitalize(): res[-1]['contents'].append(nb.name)
+        else: res.append(dict(section=ch.capitalize(), contents=[nb.name]))
+    return res
+
+def sidebar_yml(nbs:Path)->str:
+    "`nbs/sidebar.yml` as Quarto reads it (`website.sidebar.contents`, one section per chapter)"
+    out = ['# Written by `python tools/build_docs.py --sidebar` (pages grouped by chapter); checked by --check.',
+           'website:', '  sidebar:', '    contents:']
+    for e in sidebar(nbs):
+        if isinstance(e, str): out.append(f'      - {e}'); continue
+        out += [f'      - section: {e["section"]}', '        contents:'] + [f'          - {n}' for n in e['contents']]
+    return '\n'.join(out) + '\n'
+
+def sidebar_problems(nbs:Path=REPO/'nbs')->list:
+    "Why the committed `nbs/sidebar.yml` is not the chapters' sidebar ([] when it is)"
+    f = nbs/'sidebar.yml'
+    if not f.exists(): return ['nbs/sidebar.yml: missing; run python tools/build_docs.py --sidebar']
+    if f.read_text(encoding='utf-8') != sidebar_yml(nbs):
+        return ['nbs/sidebar.yml: not the pages grouped by chapter; run python tools/build_docs.py --sidebar']
+    return []
+
 # ---------------------------------------------------------------- markdown and code
 
 def slug(s:str)->str:
@@ -85,7 +129,7 @@ class Page:
     def __init__(self, pages:dict):
         self.md = MarkdownIt('commonmark', {'html': True}).enable(['table', 'strikethrough'])
         self.inline = MarkdownIt('commonmark').renderInline  # docstrings and docments: `<chatId>` is text, not a tag
-        self.pages, self.ids, self.toc, self.sections = pages, set(), [], []
+        self.pages, self.ids, self.toc, self.sections, self.mermaid = pages, set(), [], [], False
 
     def anchor(self, text:str)->str:
         "A unique id on this page"
@@ -98,6 +142,8 @@ class Page:
         "Markdown as HTML: headings get ids (H2s go in the TOC), links to notebooks go to their pages"
         toks = self.md.parse(text)
         for i, t in enumerate(toks):
+            if t.type == 'fence' and t.info.strip() in ('{mermaid}', 'mermaid'):  # Quarto draws it; here mermaid.js does
+                t.type, t.content, self.mermaid = 'html_block', f'<pre class="mermaid">{html.escape(t.content)}</pre>\n', True
             if t.type == 'heading_open':
                 txt = toks[i+1].content
                 t.attrSet('id', self.anchor(txt))
@@ -263,11 +309,14 @@ a{color:#2780e3;text-decoration:none} a:hover{text-decoration:underline}
 nav.sidebar{width:240px;flex:none;position:sticky;top:2.9rem;max-height:calc(100vh - 2.9rem);overflow:auto;padding:1rem;border-right:1px solid #dee2e6;font-size:.92rem}
 nav.sidebar ul{list-style:none;margin:0;padding:0} nav.sidebar li{margin:.15rem 0}
 nav.sidebar a{color:#495057;display:block;padding:.1rem .5rem;border-radius:4px}
+nav.sidebar .section-title{display:block;margin:.7rem 0 .1rem;padding:0 .5rem;font-weight:600;color:#212529}
+nav.sidebar li.sidebar-section ul{padding-left:.5rem}
 nav.sidebar a.active{background:#e9f2fc;color:#2780e3;font-weight:600}
 main{flex:1;min-width:0;max-width:900px;padding:1.5rem 2.5rem}
 nav.toc{width:220px;flex:none;position:sticky;top:2.9rem;padding:1.5rem 1rem;font-size:.85rem}
 nav.toc h2{font-size:.9rem;margin:0 0 .4rem} nav.toc ul{list-style:none;padding:0;margin:0} nav.toc li{margin:.2rem 0}
 h1.title{margin-bottom:.2rem} [id]{scroll-margin-top:3.5rem} main h2{border-bottom:1px solid #dee2e6;padding-bottom:.2rem;margin-top:2rem}
+pre.mermaid{background:#fff;border:1px solid #dee2e6}
 pre{background:#f8f9fa;padding:.6rem .8rem;border-radius:4px;overflow-x:auto;font-size:.86rem;line-height:1.45}
 code{font-family:SFMono-Regular,Menlo,Consolas,monospace;font-size:.9em} p code,li code,td code{color:#9753b8} a code{color:inherit!important}
 .api-entry{border:1px solid #dee2e6;border-radius:6px;padding:.2rem 1rem .6rem;margin:1.2rem 0;box-shadow:0 1px 2px rgba(0,0,0,.05)}
@@ -299,15 +348,13 @@ def render(nb:Path, pages:dict)->dict:
     page, api = Page(pages), []
     body = [page.markdown(rest) if rest else ''] + [cell_html(page, c, api) for c in (cells[1:] if rest is not None else cells)]
     prose = ''.join(''.join(c['source']) for c in cells if c['cell_type'] == 'markdown')
-    return dict(name=page_name(nb), title=title or nb.stem, subtitle=sub, body='\n'.join(b for b in body if b),
-                math=bool(re.search(r'\$[^$\s`][^$`\n]*[\\^_][^$`\n]*\$', prose)),
+    return dict(nb=nb.name, name=page_name(nb), title=title or nb.stem, subtitle=sub, body='\n'.join(b for b in body if b),
+                mermaid=page.mermaid, math=bool(re.search(r'\$[^$\s`][^$`\n]*[\\^_][^$`\n]*\$', prose)),
                 toc=page.toc, api=api, module=default_exp(cells), sections=page.sections, ids=page.ids)
 
 def page_html(p:dict, pages:list, site:dict)->str:
     "A full HTML page: top bar, sidebar with every page, the content and its table of contents"
-    active = ' class="active"'
-    side = '\n'.join(f'<li><a href="{q["name"]}"{active if q["name"] == p["name"] else ""}>{html.escape(q["title"])}</a></li>'
-                     for q in pages)
+    side = nav_html(p, pages, site.get('sidebar') or [q['nb'] for q in pages])
     toc = '\n'.join(f'<li><a href="#{a}">{html.escape(re.sub(r"`", "", t))}</a></li>' for t, a in p['toc'])
     sub = f'<div class="description">{page_md_inline(p["subtitle"])}</div>' if p['subtitle'] else ''
     css = ''.join(f'<link rel="stylesheet" href="{html.escape(c)}">' for c in site.get('css', ['styles.css']))
@@ -315,7 +362,7 @@ def page_html(p:dict, pages:list, site:dict)->str:
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{html.escape(p['title'])} – {html.escape(site['title'])}</title>
 <meta name="description" content="{html.escape(p['subtitle'] or site['description'])}">
-<link rel="stylesheet" href="site.css">{css}{MATHJAX if p.get('math') else ''}
+<link rel="stylesheet" href="site.css">{css}{MATHJAX if p.get('math') else ''}{MERMAID if p.get('mermaid') else ''}
 </head><body>
 <header class="topbar"><a href="index.html">{html.escape(site['title'])}</a></header>
 <div class="layout">
@@ -335,6 +382,20 @@ def page_html(p:dict, pages:list, site:dict)->str:
 # TeX in prose, as Quarto does it (MathJax from its CDN when the reader is online; the text stays readable when not)
 MATHJAX = ('\n<script>window.MathJax={tex:{inlineMath:[["$","$"]],displayMath:[["$$","$$"]]}};</script>'
            '\n<script async src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml-full.js"></script>')
+
+def nav_html(p:dict, pages:list, side:list)->str:
+    "The sidebar's items: a link per page, a titled list per chapter section"
+    by_nb = {q['nb']: q for q in pages}
+    def _li(n):
+        q = by_nb[n]; active = ' class="active"' if q['name'] == p['name'] else ''
+        return f'<li><a href="{q["name"]}"{active}>{html.escape(q["title"])}</a></li>'
+    return '\n'.join(_li(e) if isinstance(e, str) else
+                     f'<li class="sidebar-section"><span class="section-title">{html.escape(e["section"])}</span><ul>'
+                     + ''.join(_li(n) for n in e['contents']) + '</ul></li>' for e in side)
+
+# Mermaid diagrams, as Quarto draws them (mermaid.js from its CDN when the reader is online; offline the source shows)
+MERMAID = ('\n<script type="module">import mermaid from "https://cdn.jsdelivr.net/npm/mermaid@11/dist/mermaid.esm.min.mjs";'
+           'mermaid.initialize({startOnLoad: true});</script>')
 
 def page_md_inline(s:str)->str: return MarkdownIt('commonmark').renderInline(s)
 
@@ -366,7 +427,7 @@ def settings(repo:Path)->dict:
 
 def build(out:Path, nbs:Path=REPO/'nbs', repo:Path=REPO)->list:
     "Write the site into `out`; returns the rendered pages"
-    site = dict(settings(repo), css=stylesheets(repo))
+    site = dict(settings(repo), css=stylesheets(repo), sidebar=sidebar(nbs))
     pages = [render(nb, {}) for nb in notebooks(nbs)]
     symbols = {}
     for p in pages:
@@ -449,15 +510,19 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--out', type=Path, help='output folder (default: _docs, or a temp dir with --check)')
     ap.add_argument('--check', action='store_true', help='build and exit 1 on a missing/empty page, broken link or undocumented export')
+    ap.add_argument('--sidebar', action='store_true', help='write nbs/sidebar.yml: the pages grouped by chapter')
     ap.add_argument('--proc', action='store_true', help="run nbdev's proc_nbs (what nbdev_docs runs before Quarto); exit 1 on an error")
     a = ap.parse_args(argv)
     if a.proc: return main_proc()
+    if a.sidebar:
+        (REPO/'nbs'/'sidebar.yml').write_text(sidebar_yml(REPO/'nbs'), encoding='utf-8')
+        return print('nbs/sidebar.yml: ' + ', '.join(e if isinstance(e, str) else e['section'] for e in sidebar(REPO/'nbs')))
     with tempfile.TemporaryDirectory() as tmp:
         out = a.out or (Path(tmp) if a.check else REPO/'_docs')
         pages = build(out)
         mods = [p for p in pages if p['module']]
         if a.check:
-            errs = check(out, pages) + quarto_problems()
+            errs = check(out, pages) + quarto_problems() + sidebar_problems()
             for e in errs: print(e, file=sys.stderr)
             if errs: sys.exit(f'docs check failed: {len(errs)} problem(s)')
         print(f'{len(pages)} pages ({len(mods)} modules, {sum(len(p["api"]) for p in pages)} API entries) -> {out}')

@@ -18,10 +18,14 @@ def _output_md(o:dict)->str:
     if 'text/plain' in data: return f"```\n{''.join(data['text/plain']).rstrip()}\n```"
     return ''
 
+def _nb_links(md:str)->str:
+    "Links to notebooks (`[page](00_architecture.ipynb)`, relative to nbs/ as Quarto reads them) made relative to the README"
+    return re.sub(r'\]\((?![\w+.-]+:|/|#)([^)\s]+\.ipynb(?:#[^)\s]*)?)\)', r'](nbs/\1)', md)
+
 def cell_md(c:dict)->str:
     "One notebook cell as Markdown ('' for hidden cells)"
     src = ''.join(c['source'])
-    if c['cell_type'] == 'markdown': return src.strip()
+    if c['cell_type'] == 'markdown': return _nb_links(src.strip())
     if c['cell_type'] != 'code' or {'hide', 'export', 'exporti'} & _directives(src) or 'default_exp' in src: return ''
     code = '\n'.join(l for l in src.splitlines() if not l.startswith('#|')).strip()
     outs = [_output_md(o) for o in c.get('outputs', [])]
