@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import multis.retrieval.migrate as mm
 from multis.core import DocChunk, MultisError
-from multis.retrieval.store import SCHEMA_VERSION, Store, StoreError, text_hash, vector_text
+from multis.retrieval.store import SCHEMA_VERSION, Store, StoreError
+from multis.retrieval.vectors import text_hash, vector_text
 from multis.documents.indexer import index_file, index_upload
 from multis.retrieval.migrate import MigrationReport, migrate, db_counts, backup_path
 

@@ -7,8 +7,10 @@ from multis.core import DocChunk
 from multis.retrieval.store import Store
 from multis.retrieval.embed import HashEmbedder
 from multis.documents.indexer import index_directory, index_file
-from multis.retrieval.vectors import attach_embedder, embed_pending, open_store, VectorIndex
-from multis.memory.chat import ChatMemory, capture, index_message
+from multis.retrieval.vectors import attach_embedder, embed_pending, VectorIndex
+from multis.retrieval.store import open_store
+from multis.memory.chat import ChatMemory
+from multis.memory.capture import capture, index_message
 from multis.testing.providers import FakeProvider
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,11 +7,12 @@ __all__ = ['MAX_RANK', 'MAX_FACT_TEXT', 'KINDS', 'ABSENT', 'singular', 'normaliz
            'FactStore', 'FactList', 'parse_fact_question', 'answer_fact_question']
 
 # %% ../../nbs/42_memory.facts.ipynb 2
-import re, sqlite3, time, unicodedata
+import re, time, unicodedata
 from contextlib import contextmanager
 from dataclasses import dataclass
 from fastcore.basics import patch
 from ..core import MultisError
+from ..retrieval.contract import StoreContract
 from ..retrieval.store import Store
 
 # %% ../../nbs/42_memory.facts.ipynb 7
@@ -369,35 +370,19 @@ class FactError(MultisError):
     "A fact that cannot be stored: bad kind, rank, topic or value"
 
 # %% ../../nbs/42_memory.facts.ipynb 61
-_FACTS_DDL = """CREATE TABLE IF NOT EXISTS facts(
-  chat_id TEXT NOT NULL, topic TEXT NOT NULL, kind TEXT NOT NULL CHECK(kind IN ('ranked', 'single')),
-  rank INTEGER NOT NULL DEFAULT 0, value TEXT NOT NULL, updated_at REAL NOT NULL, source TEXT NOT NULL DEFAULT '',
-  PRIMARY KEY(chat_id, topic, kind, rank))"""
-
 class FactStore:
-    "The facts users stated, per chat and topic, in the multis database"
-    def __init__(self, store_or_conn:Store|sqlite3.Connection): # the multis `Store`, or a sqlite3 connection
-        self.store = store_or_conn if isinstance(store_or_conn, Store) else None
-        self.conn = self.store.conn if self.store else store_or_conn
-        self._sql(_FACTS_DDL)
-    def __repr__(self): return f"FactStore({self.store!r})" if self.store else "FactStore(<connection>)"
-
-@patch
-def _sql(self:FactStore, sql:str, params=()):
-    return self.store._sql(sql, params) if self.store else self.conn.execute(sql, params)
+    "The facts users stated, per chat and topic, in the multis store"
+    def __init__(self, store): # the multis store (a `StoreContract`), or a sqlite3 connection to a multis database
+        self.wrapped = not isinstance(store, StoreContract)
+        self.store = Store.from_connection(store) if self.wrapped else store
+    def __repr__(self): return "FactStore(<connection>)" if self.wrapped else f"FactStore({self.store!r})"
 
 @patch
 @contextmanager
 def _tx(self:FactStore):
     "One write transaction, or the caller's if one is open"
-    if self.conn.in_transaction: yield; return
-    if self.store:
-        with self.store.transaction(): yield
-        return
-    self.conn.execute('BEGIN IMMEDIATE')
-    try: yield
-    except BaseException: self.conn.execute('ROLLBACK'); raise
-    else: self.conn.execute('COMMIT')
+    if self.store.in_transaction: yield; return
+    with self.store.transaction(): yield
 
 # %% ../../nbs/42_memory.facts.ipynb 63
 def _checked(chat_id, topic, kind, value, rank, now)->Fact:
@@ -412,13 +397,10 @@ def _checked(chat_id, topic, kind, value, rank, now)->Fact:
     if not isinstance(value, str) or not value.strip() or len(value) > 500: raise FactError('a fact needs a value of 1 to 500 characters')
     return Fact(str(chat_id), key, kind, rank if kind == 'ranked' else None, value.strip(), time.time() if now is None else now)
 
-_UPSERT = ("INSERT INTO facts VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(chat_id, topic, kind, rank) DO UPDATE SET "
-           "value=excluded.value, updated_at=excluded.updated_at, source=excluded.source WHERE excluded.updated_at >= facts.updated_at")
-
 # %% ../../nbs/42_memory.facts.ipynb 64
 @patch
 def _upsert(self:FactStore, f:Fact, source:str=''):
-    self._sql(_UPSERT, (f.chat_id, f.topic, f.kind, f.rank or 0, f.value, f.updated_at, source[:300]))
+    self.store.save_facts([(f.chat_id, f.topic, f.kind, f.rank or 0, f.value, f.updated_at, source[:300])])
 
 @patch
 def store_fact(self:FactStore, chat_id,   # the chat (a Telegram id, a terminal session...)
@@ -446,19 +428,15 @@ class FactList(list):
 def _fact(r)->Fact:
     return Fact(r[0], r[1], r[2], r[3] if r[2] == 'ranked' else None, r[4], r[5])
 
-_SELECT = 'SELECT chat_id, topic, kind, rank, value, updated_at FROM facts WHERE chat_id=?'
-
 # %% ../../nbs/42_memory.facts.ipynb 67
 @patch
 def get_facts(self:FactStore, chat_id,       # the chat
               topic:str|None=None,           # topic key or phrase; None for all of the chat's facts
              )->FactList:                    # by topic, ranked rows by rank, then the single
     "One chat's facts, for one topic or all"
-    sql, args = _SELECT, [str(chat_id)]
-    if topic is not None:
-        if (key := normalize_topic(topic)) is None: return FactList()
-        sql, args = sql + ' AND topic=?', args + [key]
-    return FactList(_fact(r) for r in self._sql(sql + ' ORDER BY topic, kind, rank', args))
+    key = None if topic is None else normalize_topic(topic)
+    if topic is not None and key is None: return FactList()
+    return FactList(_fact(r) for r in self.store.fact_rows(chat_id, key))
 
 @patch
 def get_fact(self:FactStore, chat_id, topic:str, # the chat and the topic (key or phrase)
@@ -467,16 +445,15 @@ def get_fact(self:FactStore, chat_id, topic:str, # the chat and the topic (key o
     "One rank of a topic's ranked list, or its single value; None if absent"
     key = normalize_topic(topic)
     if key is None: return None
-    r = self._sql(_SELECT + ' AND topic=? AND kind=? AND rank=?',
-                  (str(chat_id), key, 'single' if rank is None else 'ranked', rank or 0)).fetchone()
-    return _fact(r) if r else None
+    rows = self.store.fact_rows(chat_id, key, 'single' if rank is None else 'ranked', rank or 0)
+    return _fact(rows[0]) if rows else None
 
 @patch
 def forget_facts(self:FactStore, chat_id, topic:str|None=None)->int:
     "Delete a chat's facts, for one topic or all; returns the number of rows deleted"
-    if topic is None: return self._sql('DELETE FROM facts WHERE chat_id=?', (str(chat_id),)).rowcount
+    if topic is None: return self.store.delete_facts(chat_id)
     key = normalize_topic(topic)
-    return self._sql('DELETE FROM facts WHERE chat_id=? AND topic=?', (str(chat_id), key)).rowcount if key else 0
+    return self.store.delete_facts(chat_id, key) if key else 0
 
 # %% ../../nbs/42_memory.facts.ipynb 71
 @patch
@@ -490,8 +467,7 @@ def remember_text(self:FactStore, chat_id,  # the chat the message came from
     out = []
     with self._tx():
         for s in stmts:
-            if s.replace: self._sql("DELETE FROM facts WHERE chat_id=? AND topic=? AND kind='ranked' AND updated_at<=?",
-                                    (str(chat_id), s.topic, now))
+            if s.replace: self.store.delete_facts(chat_id, s.topic, 'ranked', until=now)
             for rank, value in s.items:
                 out.append(_checked(chat_id, s.topic, s.kind, value, rank, now)); self._upsert(out[-1], s.source)
     return out
