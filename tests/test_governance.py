@@ -4,8 +4,9 @@ from pathlib import Path
 import pytest
 from multis.core import MultisError
 from multis.config import ConfigError
-from multis.governance.rules import (DEFAULT_GOVERNANCE, SAFE_ENV_VARS, Confirmations, ExecResult, Governance,
-                               GovernanceError, NeedsConfirmation, Plan, load_governance, safe_env)
+from multis.governance.rules import (DEFAULT_GOVERNANCE, SAFE_ENV_VARS, ExecResult, Governance, GovernanceError,
+                                     NeedsConfirmation, Plan, load_governance, safe_env)
+from multis.governance.exec import Confirmations   # also gives Governance.check and Governance.run
 
 @pytest.fixture
 def box(tmp_path, monkeypatch):
