@@ -5,7 +5,7 @@ import pytest
 from multis.config import DEFAULT_CONFIG, save_config
 from multis.run.daemon import daemon_state, pid_path, state_path, log_path, lock_path
 
-VERB = 'import sys; from multis.run.daemon import main; sys.exit(main(sys.argv[1:]))'
+VERB = 'import sys; from multis.cli import main; sys.exit(main(sys.argv[1:]))'
 
 
 @pytest.fixture

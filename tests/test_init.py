@@ -4,9 +4,10 @@ from pathlib import Path
 import pytest
 from multis.config import load_config
 from types import SimpleNamespace
-from multis.run.onboarding import main, run_init, new_pairing_code, CODE_ALPHABET
+from multis.cli import main as cli_main
+from multis.run.onboarding import run_init, new_pairing_code, CODE_ALPHABET
 
-INIT = 'import sys; from multis.run.onboarding import main; sys.exit(main(sys.argv[1:]))'
+INIT = 'import sys; from multis.cli import main; sys.exit(main(["init"] + sys.argv[1:]))'
 TG = '123456789:AAH' + 'x'*32
 
 
@@ -21,7 +22,7 @@ def init(monkeypatch, capsys):
     "init(home, *args) runs `multis init ARGS` in this process (faster); returns (returncode, stdout, stderr)"
     def run(home, *args):
         monkeypatch.setenv('MULTIS_HOME', str(home))
-        try: code = main(list(args))
+        try: code = cli_main(['init', *args])
         except SystemExit as e: code = e.code
         out, err = capsys.readouterr()
         return SimpleNamespace(returncode=code, stdout=out, stderr=err)

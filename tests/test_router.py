@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 from multis.config import DEFAULT_CONFIG, deep_merge, load_config
 from multis.testing.providers import FakeProvider
-from multis.chat.router import Router, Message, Attachment, PAIR_LOCK, parse_command
+from multis.chat.message import Message, Attachment
+from multis.chat.router import Router, PAIR_LOCK, parse_command
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO/'data'

@@ -7,7 +7,8 @@ from multis.config import DEFAULT_CONFIG, deep_merge
 from multis.retrieval.store import Store
 from multis.testing.providers import FakeProvider
 from multis.memory.chat import ChatMemory
-from multis.chat.router import Router, Message
+from multis.chat.message import Message
+from multis.chat.router import Router
 from multis.chat.scheduler import (Scheduler, SchedulerError, ActivityCaptureWorker, check_cron, next_time, platform_deliverer,
                               track_activity, MAX_JOBS_PER_CHAT)
 from multis.run.daemon import Daemon

@@ -7,7 +7,7 @@ from multis.documents.indexer import index_directory
 from multis.platforms.terminal import BANNER
 
 REPO = Path(__file__).resolve().parents[1]
-CHAT = [sys.executable, '-c', 'from multis.platforms.terminal import main; main()']
+CHAT = [sys.executable, '-c', 'from multis.cli import main; main()', 'chat']
 
 
 @pytest.fixture

@@ -19,8 +19,9 @@ from fastcore.basics import patch
 from ..core import MultisError, atomic_write, multis_home
 from ..config import cfg_get, load_config
 from ..retrieval.store import Store
-from ..memory.chat import CaptureWorker, apply_retention
-from .router import Message, NotPaired, Router
+from ..memory.capture import CaptureWorker, apply_retention
+from .message import Message
+from .router import NotPaired, Router
 
 # %% ../../nbs/63_chat.scheduler.ipynb 5
 log = logging.getLogger('multis.chat.scheduler')

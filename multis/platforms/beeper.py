@@ -16,7 +16,8 @@ from beeper_desktop_api import (BeeperDesktop, APIConnectionError, APIStatusErro
                                 NotFoundError, PermissionDeniedError)
 from ..core import atomic_write, multis_home
 from ..config import cfg_get
-from ..chat.router import Message
+from ..chat.message import Message
+from ..chat.platform import Platform
 
 # %% ../../nbs/72_platforms.beeper.ipynb 6
 def sort_value(key)->tuple:
@@ -92,8 +93,12 @@ DEFAULT_URL = 'http://localhost:23373'
 TOKEN_HELP = "Beeper rejected the token: set platforms.beeper.token (Beeper Desktop > Settings > Developers)"
 MAX_TRIES, CHAT_PAGE, MAX_CHAT_PAGES, MAX_MESSAGE_PAGES, MAX_BACKOFF = 3, 50, 20, 20, 60
 
-class BeeperPlatform:
+class BeeperPlatform(Platform):
     "Beeper Desktop as a platform: polls chats for new messages, hands them to the router, sends the replies"
+    name, prefix, secrets = 'beeper', '//', {'token': ['BEEPER_TOKEN', 'BEEPER_ACCESS_TOKEN']}
+    defaults = {'url': DEFAULT_URL, 'token': '', 'poll_interval': 3, 'command_prefix': '//', 'default_mode': 'personal', 'chat_modes': {}}
+    bot_chat = natural = False   # multis reads the owner's own account: only the owner's messages are commands
+    business = True              # contacts may get business replies (chat_modes, default_mode)
     def __init__(self, router,            # the `Router` every platform feeds
                  cfg:dict,                # the full config (`platforms.beeper.*`)
                  home=None,               # the multis home (default `multis_home()`)

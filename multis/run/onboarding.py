@@ -4,16 +4,16 @@
 
 # %% auto 0
 __all__ = ['CODE_ALPHABET', 'FIELDS', 'MODES', 'LLM_CHOICES', 'new_pairing_code', 'check_answers', 'apply_answers', 'wizard',
-           'init_summary', 'run_init', 'init', 'main']
+           'init_summary', 'run_init', 'init']
 
 # %% ../../nbs/81_run.onboarding.ipynb 2
-import argparse, getpass, re, secrets, sys
+import getpass, re, secrets, sys
 from urllib.parse import urlsplit
 from pathlib import Path
 from typing import Callable
 from fastcore.script import Param
 from ..core import MultisError, multis_home
-from ..config import DEFAULT_CONFIG, cfg_get, load_config, report_errors, save_config
+from ..config import default_config, cfg_get, load_config, save_config
 from ..answer.llm import DEFAULT_MODELS
 
 # %% ../../nbs/81_run.onboarding.ipynb 6
@@ -39,7 +39,7 @@ def _set(cfg:dict, key:str, value):
 def _is_own(cfg:dict, key:str)->bool:
     "Whether config.json sets `key` to a value of its own (not empty, not the default)"
     v = cfg_get(cfg, key)
-    return v not in (None, '') and v != cfg_get(DEFAULT_CONFIG, key)
+    return v not in (None, '') and v != cfg_get(default_config(), key)
 
 # %% ../../nbs/81_run.onboarding.ipynb 11
 _TG_TOKEN = r'\d+:[A-Za-z0-9_-]+'   # every Telegram token: the bot's id, a colon, the secret
@@ -222,15 +222,3 @@ def init(non_interactive:bool=False,  # ask nothing: use the flags, keep what co
     try: run_init(answers, interactive=not non_interactive, force=force, new_code=new_code)
     except KeyboardInterrupt: print("\ninit cancelled; nothing was written", file=sys.stderr); return 1
     return 0
-
-# %% ../../nbs/81_run.onboarding.ipynb 36
-def main(argv:list|None=None)->int:
-    "`multis init` on its own: `python -c 'from multis.run.onboarding import main; main()' --non-interactive`"
-    from multis.cli import verb_parser
-    p = argparse.ArgumentParser(prog='multis')
-    verb_parser(p.add_subparsers(dest='verb', required=True), 'init', init)
-    args = vars(p.parse_args(['init'] + list(sys.argv[1:] if argv is None else argv)))
-    args.pop('verb'); func = args.pop('_func')
-    code = report_errors(func, **args)
-    if argv is None: sys.exit(code)
-    return code
