@@ -95,6 +95,10 @@ def test_registry_holds_the_four_embedders_and_the_secret_key():
     assert [c.secret_keys for c in EMBEDDERS.values()] == [(), (), ('embeddings.api_key',), ()]
     with pytest.raises(EmbeddingError, match="'faiss' is not one of local, ollama, openai, hash"): embedder_class('faiss')
 
+def test_embedder_secret_keys_are_in_the_one_config_declaration():
+    from multis.config import SECRET_KEYS
+    assert all(name in SECRET_KEYS[k] for name, cls in EMBEDDERS.items() for k in cls.secret_keys)
+
 def test_defaults_match_the_chat_clients():
     from multis.answer import llm
     from multis.retrieval import embed

@@ -337,6 +337,11 @@ def test_provider_from_an_installed_package_entry_point(tmp_path, monkeypatch):
     assert provider_class('parrot') is type(p)
     with pytest.raises(LLMError, match="unknown llm.provider 'gemini'.*ollama, parrot"): make_provider({'llm': {'provider': 'gemini'}})
 
+def test_provider_secret_keys_are_in_the_one_config_declaration():
+    from multis.config import SECRET_KEYS
+    for name, cls in PROVIDERS.items():
+        for k in cls.secret_keys: assert cls.key_env in SECRET_KEYS[k][name], (name, k)
+
 # ---- FakeProvider
 
 def test_fake_provider_scripts_replies_and_records_calls():
