@@ -20,9 +20,7 @@ KNOWN_ARROWS = {
     ('multis.config', 'multis.chat.platform'): 'config (bottom) imports chat.platform; platforms should register into config instead (H2)',
 }
 
-KNOWN_LONERS = {
-    'multis.run.service': 'imports forget, log_message, remember from memory.chat; they moved to memory.capture (service owner / lead)',
-}
+KNOWN_LONERS = {}   # module -> why it cannot be imported alone yet
 
 def module_name(path:Path)->str:
     "`multis/a/b.py` -> 'multis.a.b'; `multis/a/__init__.py` -> 'multis.a'"
