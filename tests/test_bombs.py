@@ -5,7 +5,8 @@ import docx, pytest
 from conftest import REPO
 from multis.core import ParseError
 from multis.retrieval.store import Store
-from multis.documents.indexer import IndexLimits, index_directory, index_file, index_upload, parse_worker
+from multis.documents.indexer import IndexLimits, index_directory, index_file, index_upload
+from multis.documents.worker import parse_worker
 
 # --- the bombs (after /work/shared/attacks/make_bombs.py, at test sizes)
 

@@ -108,7 +108,7 @@ def test_sidebar_yml_groups_notebooks_by_chapter():
     sections = [e for e in side if isinstance(e, dict)]
     assert [e['section'] for e in sections] == CHAPTERS
     for e in sections[1:]:
-        assert e['contents'] and all(re.match(rf'\d+_{e["section"].lower()}\.\w+\.ipynb$', n) for n in e['contents']), e
+        assert e['contents'] and all(re.match(rf'\d+[a-z]?_{e["section"].lower()}\.\w+\.ipynb$', n) for n in e['contents']), e
     assert sections[0]['contents'][:3] == ['00_core.ipynb', '01_config.ipynb', '02_cli.ipynb']
     listed = [n for e in side for n in ([e] if isinstance(e, str) else e['contents'])]
     assert sorted(listed) == sorted(nb.name for nb in build_docs.notebooks(REPO/'nbs')), 'every page listed once'

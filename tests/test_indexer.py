@@ -5,7 +5,8 @@ import pytest
 from conftest import REPO
 from multis.core import ParseError, MultisError
 from multis.retrieval.store import Store
-from multis.documents.indexer import index_file, index_directory, index_upload, IndexLimits, ScopeRefused, parse_worker
+from multis.documents.indexer import index_file, index_directory, index_upload, IndexLimits, ScopeRefused
+from multis.documents.worker import parse_worker
 
 W = 'http://schemas.openxmlformats.org/wordprocessingml/2006/main'
 CT = ('<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'

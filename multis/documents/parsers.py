@@ -4,10 +4,10 @@
 
 # %% auto 0
 __all__ = ['SUPPORTED', 'check_file', 'push_heading', 'parse_text', 'parse_markdown', 'check_zip', 'parse_docx', 'parse_pdf',
-           'parse_file', 'serve_parses']
+           'parse_file']
 
 # %% ../../nbs/10_documents.parsers.ipynb 2
-import math, os, re, signal, zipfile
+import math, os, re, zipfile
 from bisect import bisect_right
 from collections import namedtuple
 from pathlib import Path
@@ -17,8 +17,6 @@ from docx.table import Table
 from docx.text.paragraph import Paragraph
 from markdown_it import MarkdownIt
 from ..core import DocChunk, ParseError
-try: import resource
-except ImportError: resource = None   # Windows: no address-space limit
 
 # %% ../../nbs/10_documents.parsers.ipynb 7
 SUPPORTED = {'.pdf': 'pdf', '.docx': 'docx', '.md': 'md', '.markdown': 'md', '.txt': 'txt'}
@@ -473,69 +471,3 @@ def parse_file(path,                         # file to parse
     except RecursionError: raise ParseError(path, 'nested too deeply to parse') from None
     except Exception as e: raise ParseError(path, f"cannot be parsed ({type(e).__name__}: {_reason(e, path)})") from None
     return _within_caps(path, cs, max_text_mb, max_chunks)
-
-# %% ../../nbs/10_documents.parsers.ipynb 123
-def _vm_size()->int:
-    "This process's address space in bytes (from /proc on Linux), 0 when unknown"
-    try:
-        with open('/proc/self/status') as f: return next(int(l.split()[1]) << 10 for l in f if l.startswith('VmSize:'))
-    except (OSError, StopIteration, ValueError): return 0
-
-def _limit_memory(base:int, mb:int|None):
-    "Cap this process's address space at `base` bytes plus `mb` MB (None: back to the hard limit)"
-    if resource is None: return
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    soft = hard if mb is None else base + (int(mb) << 20)
-    if hard != resource.RLIM_INFINITY: soft = min(soft, hard)
-    try: resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-    except (ValueError, OSError): pass    # a platform that cannot cap the address space
-
-def _limit_cpu(seconds:float|None):
-    "Let this process use `seconds` more CPU time, then be killed (None: back to the hard limit)"
-    if resource is None: return
-    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    used = resource.getrusage(resource.RUSAGE_SELF)
-    soft = hard if seconds is None else int(used.ru_utime + used.ru_stime + seconds) + 1
-    if hard != resource.RLIM_INFINITY: soft = min(soft, hard)
-    try: resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
-    except (ValueError, OSError): pass
-
-# %% ../../nbs/10_documents.parsers.ipynb 124
-_MEMORY = re.compile(r'alloc\w*\b.*\bfailed|unable to allocate|out of memory|memory allocation failed|cannot allocate memory', re.I)
-
-def _out_of_memory(e:BaseException)->bool:
-    "Whether an exception, or one it was raised from, is an allocation failure (libxml2 says so in its error log)"
-    while e is not None:
-        if isinstance(e, MemoryError) or _MEMORY.search(str(e)) or 'NO_MEMORY' in str(getattr(e, 'error_log', ''))[:2000]:
-            return True
-        e = e.__cause__ or e.__context__
-    return False
-
-def _outcome(path:str, kwargs:dict)->tuple:
-    "Parse in this process: `('ok', chunks)`, `('error', path, reason)` or `('memory', path, reason)`"
-    try: return 'ok', parse_file(path, **kwargs)
-    except MemoryError: return 'memory', path, 'out of memory'
-    except ParseError as e: return ('memory' if _out_of_memory(e) else 'error'), e.path, e.reason
-    except Exception as e: return ('memory' if _out_of_memory(e) else 'error'), path, f"cannot be parsed ({type(e).__name__})"
-
-def _quiet():
-    "Leave Ctrl-C to the parent process, and MuPDF's messages to the `ParseError`s"
-    try: signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError: pass                      # not the main thread (the loop run in a thread, below)
-    pymupdf.TOOLS.mupdf_display_errors(False); pymupdf.TOOLS.mupdf_display_warnings(False)
-
-def _job(conn, base:int, job:tuple):
-    "Run one job `(path, kwargs, memory MB, seconds)` under its caps and send back its outcome"
-    path, kwargs, mb, seconds = job
-    _limit_memory(base, mb); _limit_cpu(seconds)
-    try: res = _outcome(path, kwargs)
-    finally: _limit_memory(base, None); _limit_cpu(None)
-    conn.send(res)
-
-def serve_parses(conn):
-    "A parsing process's loop: jobs in, outcomes out, until it receives None or its parent goes away"
-    _quiet()
-    base = _vm_size(); conn.send(('ready', base))
-    try:
-        while (job := conn.recv()) is not None: _job(conn, base, job)
-    except (EOFError, OSError): pass

@@ -14,7 +14,7 @@ from watchdog.observers import Observer
 from fastcore.basics import patch
 from ..core import MultisError
 from ..retrieval.store import Store
-from ..retrieval.vectors import open_store
+from ..retrieval.store import open_store
 from ..retrieval.search import check_scopes
 from .parsers import SUPPORTED
 from .indexer import IndexLimits, index_directory, index_file

@@ -31,11 +31,12 @@ from .. import __version__
 from ..core import MultisError, multis_home
 from ..config import cfg_get, load_config
 from ..retrieval.store import Store, StoreError
-from ..retrieval.vectors import open_store
+from ..retrieval.store import open_store
 from ..retrieval.search import check_scopes
 from ..documents.indexer import IndexLimits, ScopeRefused, index_directory, index_file, index_upload
 from ..answer.ask import ask_config
-from ..memory.chat import ChatMemory, cleanup_temp, forget, log_message, remember, safe_chat_id
+from ..memory.chat import ChatMemory, cleanup_temp, safe_chat_id
+from ..memory.capture import forget, log_message, remember
 from ..memory.facts import FactStore, ABSENT
 from ..governance.rules import GovernanceError, load_governance
 from ..governance.audit import audit
