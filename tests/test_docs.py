@@ -63,7 +63,7 @@ def test_api_entries_have_signature_docstring_and_docments(site):
     assert 'DocChunk (file_path:str, name:str, content:str, page_start:int | None=None' in core
     assert 'One searchable piece of a document' in core
     store = text(page(site, 'retrieval.store.html'))
-    assert 'Store (path:str | Path | None=None' in store and 'The multis database' in store
+    assert 'Store (path:str | Path | None=None' in store and 'The SQLite store: chunks, their full-text index' in store
     assert 'Store.transaction ()' in store  # a @patch method is documented as Class.method, without self
     rank = page(site, 'retrieval.ranking.html')
     assert 'activation (access_times:Iterable, now, decay:float=0.5, max_accesses:int=50) -&gt; float' in rank
@@ -83,7 +83,7 @@ def test_outputs_shown_hidden_cells_not(site):
 
 def test_title_subtitle_toc_and_search(site):
     h = page(site, 'retrieval.store.html')
-    assert '<h1 class="title">Store</h1>' in h and '<div class="description">SQLite for chunks' in h
+    assert '<h1 class="title">Store</h1>' in h and '<div class="description">The SQLite store: chunks in an FTS5 index' in h
     toc = re.search(r'<nav class="toc".*?</nav>', h, re.DOTALL).group(0)
     assert re.findall(r'href="#([^"]+)"', toc) and all(f'id="{a}"' in h for a in re.findall(r'href="#([^"]+)"', toc))
     search = json.loads((site/'search.json').read_text())
