@@ -16,7 +16,6 @@ from fastcore.basics import patch
 from ..core import MultisError, atomic_write, multis_home
 from ..config import DEFAULT_CONFIG, cfg_get
 from ..retrieval.search import check_scopes
-from ..retrieval.store import Store
 
 # %% ../../nbs/40_memory.chat.ipynb 3
 log = logging.getLogger(__name__)
@@ -401,21 +400,3 @@ def clear_memory(self:ChatMemory)->bool:
     with self._memory_lock(), writing(self.memory_path):
         try: self.memory_path.unlink(); return True
         except FileNotFoundError: return False
-
-# %% ../../nbs/40_memory.chat.ipynb 67
-_CONV_AGE = "coalesce(json_extract(metadata, '$.captured_at'), json_extract(metadata, '$.ts'), unixepoch(created_at))"
-
-@patch
-def delete_conversation_chunks(self:Store, element_type:str, # 'memory_summary' or 'paragraph'
-                               scope:str|None=None,  # one scope, 'user:*' for every chat, None for all
-                               before:float|None=None, # only chunks older than this (seconds since the epoch)
-                              )->int:                # chunks removed
-    "Delete conversation chunks of one element type in a scope, optionally only those older than `before`"
-    where, args = ["document_type='conversation'", 'element_type=?'], [element_type]
-    if scope == 'user:*': where.append("scope GLOB 'user:*'")
-    elif scope is not None: where.append('scope=?'); args += check_scopes([scope])
-    if before is not None: where.append(f'{_CONV_AGE} < ?'); args.append(before)
-    ids = f"SELECT chunk_id FROM chunks WHERE {' AND '.join(where)}"
-    with self.transaction():
-        for t in ('access_history', 'embeddings'): self._sql(f'DELETE FROM {t} WHERE chunk_id IN ({ids})', args)
-        return self._sql(f'DELETE FROM chunks WHERE chunk_id IN ({ids})', args).rowcount
