@@ -75,17 +75,19 @@ _MESSAGES = {
 
 def _tries(n:int)->str: return {1: 'once', 2: 'twice'}.get(n, f"{n} times")
 
+# %% ../../nbs/30_answer.llm.ipynb 18
 def _redact(text:str, secret:str|None)->str:
     "`text` with `secret` blanked out"
     return text.replace(secret, '***') if secret and len(secret) >= 4 else text
 
+# %% ../../nbs/30_answer.llm.ipynb 19
 def _env_file()->str:
     "Where `.env` is, with the home folder shown as `~`"
     p = home_path('.env')
     try: return '~/' + str(p.relative_to(Path.home()))
     except ValueError: return str(p)
 
-# %% ../../nbs/30_answer.llm.ipynb 19
+# %% ../../nbs/30_answer.llm.ipynb 22
 class Provider:
     "An LLM behind one call: `generate(system, messages) -> str`"
     name,label,url = 'provider','LLM',''
@@ -106,7 +108,7 @@ class Provider:
     def __repr__(self):
         return f"{type(self).__name__}(model={self.model!r}, timeout={self.timeout}, max_tokens={self.max_tokens})"
 
-# %% ../../nbs/30_answer.llm.ipynb 21
+# %% ../../nbs/30_answer.llm.ipynb 24
 def _check_messages(messages:list)->list:
     "Plain `{'role', 'content'}` copies of chat messages; ValueError for anything else"
     if not isinstance(messages, (list, tuple)) or not messages: raise ValueError("messages must be a non-empty list")
@@ -115,7 +117,7 @@ def _check_messages(messages:list)->list:
             raise ValueError(f"each message needs role 'user' or 'assistant' and text content, got {m!r:.80}")
     return [{'role': m['role'], 'content': m['content']} for m in messages]
 
-# %% ../../nbs/30_answer.llm.ipynb 24
+# %% ../../nbs/30_answer.llm.ipynb 28
 log = logging.getLogger(__name__)
 RETRYABLE = ('rate_limit', 'server')
 
@@ -142,7 +144,7 @@ def generate(self:Provider,
     log.info("%s", err)
     raise err
 
-# %% ../../nbs/30_answer.llm.ipynb 25
+# %% ../../nbs/30_answer.llm.ipynb 29
 @patch
 def _attempt(self:Provider, system:str, msgs:list, max_tokens:int, temperature)->str|_Failure:
     "One request: the answer's text, or why there is none"
@@ -161,7 +163,7 @@ def _wait(self:Provider, tries:int, retry_after:float|None)->float:
     "Seconds to wait after the `tries`-th failed attempt"
     return min(self.backoff * 2 ** (tries - 1) if retry_after is None else retry_after, self.max_wait)
 
-# %% ../../nbs/30_answer.llm.ipynb 27
+# %% ../../nbs/30_answer.llm.ipynb 31
 @patch
 def _error(self:Provider, f:_Failure, tries:int)->LLMError:
     "The `LLMError` for a final failure"
@@ -176,7 +178,7 @@ def _hints(self:Provider)->dict:
     return {'key_hint': 'check llm.api_key in config.json', 'reach_hint': 'is it running?',
             'model_hint': 'check llm.model in config.json'}
 
-# %% ../../nbs/30_answer.llm.ipynb 29
+# %% ../../nbs/30_answer.llm.ipynb 33
 PROVIDERS, DEFAULT_MODELS = {}, {}   # name -> provider class, name -> its default model
 
 def register_provider(cls:type, # a `Provider` subclass with a unique `name`
@@ -186,7 +188,7 @@ def register_provider(cls:type, # a `Provider` subclass with a unique `name`
     PROVIDERS[cls.name], DEFAULT_MODELS[cls.name] = cls, cls.default_model
     return cls
 
-# %% ../../nbs/30_answer.llm.ipynb 30
+# %% ../../nbs/30_answer.llm.ipynb 34
 @patch(cls_method=True)
 def from_config(cls:Provider,
                 cfg:dict,  # the full config (`multis.config.load_config()`)
@@ -203,7 +205,7 @@ def _endpoint(cls:Provider, llm:dict)->dict:
     "Where a hosted API is and its key: `llm.base_url` and `llm.api_key`"
     return dict(api_key=llm.get('api_key') or '', base_url=llm.get('base_url') or None)
 
-# %% ../../nbs/30_answer.llm.ipynb 35
+# %% ../../nbs/30_answer.llm.ipynb 39
 ANTHROPIC_URL = 'https://api.anthropic.com'
 
 @register_provider
@@ -222,13 +224,13 @@ class AnthropicProvider(Provider):
         self.url = (base_url or os.environ.get('ANTHROPIC_BASE_URL') or ANTHROPIC_URL).rstrip('/')
         self._client = anthropic.Anthropic(api_key=api_key, base_url=self.url, timeout=timeout, max_retries=0)
 
-# %% ../../nbs/30_answer.llm.ipynb 37
+# %% ../../nbs/30_answer.llm.ipynb 41
 def _no_key_error(p:Provider)->LLMError:
     "The error for a provider built without a key"
     return LLMError(f"{p.label} needs an API key: set llm.api_key in config.json or {p.key_env} in {_env_file()}",
                     'no_key', p.name)
 
-# %% ../../nbs/30_answer.llm.ipynb 40
+# %% ../../nbs/30_answer.llm.ipynb 44
 def _sdk_failure(sdk, e:Exception)->_Failure|None:
     "An `anthropic` or `openai` exception as a failure; None for anything else"
     if isinstance(e, sdk.APITimeoutError): return _Failure('timeout')
@@ -238,7 +240,7 @@ def _sdk_failure(sdk, e:Exception)->_Failure|None:
     if isinstance(e, sdk.APIResponseValidationError): return _Failure('bad_reply', detail='unexpected format')
     return None
 
-# %% ../../nbs/30_answer.llm.ipynb 41
+# %% ../../nbs/30_answer.llm.ipynb 45
 @patch
 def _send(self:AnthropicProvider, system, msgs, max_tokens, temperature):
     kw = {'system': system} if system else {}
@@ -248,10 +250,11 @@ def _send(self:AnthropicProvider, system, msgs, max_tokens, temperature):
 def _extract(self:AnthropicProvider, resp)->str:
     return ''.join(b.text for b in resp.content if getattr(b, 'type', None) == 'text')
 
+# %% ../../nbs/30_answer.llm.ipynb 47
 @patch
 def _classify(self:AnthropicProvider, e): return _sdk_failure(anthropic, e)
 
-# %% ../../nbs/30_answer.llm.ipynb 43
+# %% ../../nbs/30_answer.llm.ipynb 49
 def _cloud_hints(p:Provider, official:bool)->dict:
     "Hints for a hosted API that needs a key"
     return {**Provider._hints(p), 'key_hint': f"check llm.api_key in config.json or {p.key_env} in {_env_file()}",
@@ -260,7 +263,7 @@ def _cloud_hints(p:Provider, official:bool)->dict:
 @patch
 def _hints(self:AnthropicProvider)->dict: return _cloud_hints(self, self.url == ANTHROPIC_URL)
 
-# %% ../../nbs/30_answer.llm.ipynb 48
+# %% ../../nbs/30_answer.llm.ipynb 54
 OPENAI_URL = 'https://api.openai.com/v1'
 
 @register_provider
@@ -285,7 +288,12 @@ def official(self:OpenAIProvider)->bool:
     "Whether this talks to api.openai.com itself"
     return httpx.URL(self.url).host == 'api.openai.com'
 
-# %% ../../nbs/30_answer.llm.ipynb 50
+# %% ../../nbs/30_answer.llm.ipynb 56
+def _about_temperature(body)->bool:
+    "Whether an OpenAI 400 error body is about the `temperature` parameter"
+    err = body.get('error', body) if isinstance(body, dict) else {}
+    return isinstance(err, dict) and (err.get('param') == 'temperature' or 'temperature' in str(err.get('message')))
+
 @patch
 def _send(self:OpenAIProvider, system, msgs, max_tokens, temperature):
     kw = {'max_completion_tokens' if self.official else 'max_tokens': max_tokens}
@@ -298,6 +306,7 @@ def _send(self:OpenAIProvider, system, msgs, max_tokens, temperature):
     log.info("%s: model %s takes no temperature; sending none from now on", self.label, self.model)
     return self._client.chat.completions.create(model=self.model, messages=msgs, **{k:v for k,v in kw.items() if k != 'temperature'})
 
+# %% ../../nbs/30_answer.llm.ipynb 58
 @patch
 def _extract(self:OpenAIProvider, resp)->str:
     m = resp.choices[0].message
@@ -306,16 +315,11 @@ def _extract(self:OpenAIProvider, resp)->str:
 @patch
 def _classify(self:OpenAIProvider, e): return _sdk_failure(openai, e)
 
-def _about_temperature(body)->bool:
-    "Whether an OpenAI 400 error body is about the `temperature` parameter"
-    err = body.get('error', body) if isinstance(body, dict) else {}
-    return isinstance(err, dict) and (err.get('param') == 'temperature' or 'temperature' in str(err.get('message')))
-
-# %% ../../nbs/30_answer.llm.ipynb 51
+# %% ../../nbs/30_answer.llm.ipynb 59
 @patch
 def _hints(self:OpenAIProvider)->dict: return _cloud_hints(self, self.official)
 
-# %% ../../nbs/30_answer.llm.ipynb 57
+# %% ../../nbs/30_answer.llm.ipynb 65
 OLLAMA_HOST = 'http://127.0.0.1:11434'
 
 @register_provider
@@ -331,6 +335,7 @@ class OllamaProvider(Provider):
         self._seen = threading.local()
         self._client = ollama.Client(host=self.host, timeout=timeout, event_hooks={'response': [self._note]})
 
+# %% ../../nbs/30_answer.llm.ipynb 67
 @patch(cls_method=True)
 def _endpoint(cls:OllamaProvider, llm:dict)->dict:
     "Ollama's host: `llm.base_url`, else $OLLAMA_HOST, else the local default"
@@ -339,7 +344,7 @@ def _endpoint(cls:OllamaProvider, llm:dict)->dict:
 @patch
 def _note(self:OllamaProvider, r:'httpx.Response'): self._seen.retry_after = _retry_after(r.headers)
 
-# %% ../../nbs/30_answer.llm.ipynb 59
+# %% ../../nbs/30_answer.llm.ipynb 69
 @patch
 def _send(self:OllamaProvider, system, msgs, max_tokens, temperature):
     opts = {'num_predict': max_tokens, **({} if temperature is None else {'temperature': temperature})}
@@ -349,6 +354,7 @@ def _send(self:OllamaProvider, system, msgs, max_tokens, temperature):
 @patch
 def _extract(self:OllamaProvider, resp)->str: return resp.message.content
 
+# %% ../../nbs/30_answer.llm.ipynb 71
 @patch
 def _classify(self:OllamaProvider, e):
     if isinstance(e, ollama.ResponseError):
@@ -359,13 +365,13 @@ def _classify(self:OllamaProvider, e):
     if isinstance(e, pydantic.ValidationError): return _Failure('bad_reply', detail='no text in the response')
     return None
 
-# %% ../../nbs/30_answer.llm.ipynb 60
+# %% ../../nbs/30_answer.llm.ipynb 72
 @patch
 def _hints(self:OllamaProvider)->dict:
     return {**Provider._hints(self), 'key_hint': f"the server at {self.host} wants credentials (OLLAMA_API_KEY)",
             'model_hint': f"run `ollama pull {self.model}` or check llm.model in config.json"}
 
-# %% ../../nbs/30_answer.llm.ipynb 83
+# %% ../../nbs/30_answer.llm.ipynb 95
 def _entry_point(group:str, name:str):
     "What an installed package registers as `name` in the entry-point `group`, or None"
     eps = importlib.metadata.entry_points(group=group, name=name)
@@ -380,6 +386,7 @@ def provider_class(name:str, # `llm.provider`, lower case
         raise LLMError(f"unknown llm.provider '{name}' in config.json: use one of {', '.join(PROVIDERS)}", 'config')
     return PROVIDERS[name]
 
+# %% ../../nbs/30_answer.llm.ipynb 97
 def make_provider(cfg:dict,  # the full config (`multis.config.load_config()`)
                   **kwargs,  # overrides: temperature, retries, backoff...
                  )->Provider|None: # None when `llm.provider` is empty
