@@ -45,9 +45,6 @@ def passages_text(question:str, hits:list, why:str)->str:
     return why + '\n\n' + '\n'.join(items)
 
 # %% ../../nbs/32_answer.ask.ipynb 10
-def _fallback(question, hits, why)->'Answer':
-    return Answer(passages_text(question, hits, why), [source_label(h) for h in hits], hits)
-
 def ask(question:str,             # the user's question
         store:Store,              # where to search
         provider=None,            # a `Provider`, or None: answer with passages
@@ -72,6 +69,10 @@ def ask(question:str,             # the user's question
     if record and ans.hits: store.record_access([h.chunk_id for h in ans.hits], question, now=now)
     return ans
 
+# %% ../../nbs/32_answer.ask.ipynb 12
+def _fallback(question, hits, why)->'Answer':
+    return Answer(passages_text(question, hits, why), [source_label(h) for h in hits], hits)
+
 def _generate(question, hits, provider, memory, recent, max_chars, detail=True, contact=None)->Answer:
     p = build_prompt(question, hits, memory, recent, max_chars, untrusted=contact is not None, speaker=contact)
     try: text = provider.generate(p.system, p.messages)
@@ -82,19 +83,21 @@ def _generate(question, hits, provider, memory, recent, max_chars, detail=True, 
                  f"prompt under {max_chars:,} characters.)")
     return Answer(text, [source_label(h) for h in p.hits], p.hits, provider.model, p.dropped)
 
-# %% ../../nbs/32_answer.ask.ipynb 22
+# %% ../../nbs/32_answer.ask.ipynb 24
 def provider_or_reason(cfg:dict)->tuple:
     "(provider or None, why there is none)"
     try: p = make_provider(cfg)
     except LLMError as e: return None, f"{e} Meanwhile, here are the best passages I found."
     return p, ('' if p else no_model_note())
 
+# %% ../../nbs/32_answer.ask.ipynb 27
 def search_options(cfg:dict)->dict:
     "The search settings of a config, as `Store.search` keywords"
     s = cfg['search']
     return dict(activation_weight=s['activation_weight'], decay=s['decay'], candidate_factor=s['candidate_factor'],
                 bm25_weights=tuple(s['bm25_weights']))
 
+# %% ../../nbs/32_answer.ask.ipynb 30
 def ask_config(question:str, store:Store, cfg:dict, scopes:list|None=None, memory:str='', recent:list|None=None,
                provider=None, **kw)->Answer:
     "`ask` with the provider and settings of a config dict"
