@@ -14,7 +14,8 @@ from pathlib import Path
 from fastcore.basics import patch
 from tqdm.auto import tqdm
 from ..core import MultisError, home_path
-from .store import SCHEMA_VERSION, Store, StoreError, _store_error
+from .schema import SCHEMA_VERSION
+from .store import Store, StoreError, _store_error
 from .vectors import text_hash, vector_text
 from ..documents.indexer import IndexLimits, index_file
 
