@@ -15,7 +15,8 @@ from multis.memory.facts import ABSENT
 from fastapi.testclient import TestClient
 from multis.governance.audit import read_audit
 from multis.memory.chat import ChatMemory
-from multis.run.service import create_app, service_token, token_id, ServiceThread
+from multis.run.service import create_app, ServiceThread
+from multis.run.guard import service_token, token_id
 
 LIMITED = 'limited-token-for-tests'
 WRITER = 'writer-token-for-tests'
