@@ -10,7 +10,7 @@ import time
 from typing import Callable
 from .run.daemon import Daemon, run_foreground
 
-# %% ../nbs/99_bot.ipynb 6
+# %% ../nbs/99_bot.ipynb 8
 def build_bot(home=None,                # the multis home; default `multis_home()`
               cfg:dict|None=None,       # the config; default the home's config.json (and .env)
               provider=None,            # a Provider; default the config's
@@ -20,7 +20,7 @@ def build_bot(home=None,                # the multis home; default `multis_home(
     "Every piece of a multis bot for `home`, built but not started"
     return Daemon(home, cfg, provider, platforms, clock)
 
-# %% ../nbs/99_bot.ipynb 14
+# %% ../nbs/99_bot.ipynb 16
 def run_bot(home=None,      # the multis home; default `multis_home()`
             provider=None,  # a Provider; default the config's
            )->int:          # 0 after a clean stop, 1 if it could not run (e.g. already running)
