@@ -70,6 +70,7 @@ def _check_operator(tok:str):
     if tok == '&': raise GovernanceError('running in the background (`&`) is not allowed')
     if tok not in _JOINS: raise GovernanceError(f'operator `{tok}` is not allowed')
 
+# %% ../../nbs/51_governance.cmdline.ipynb 14
 def _parts(tokens:list)->tuple[list, list]:
     "The words of each part and the operators between parts"
     parts, ops, cur = [], [], []
@@ -81,7 +82,7 @@ def _parts(tokens:list)->tuple[list, list]:
     if not cur: raise GovernanceError(f'`{ops[-1]}` needs a command after it')
     return parts + [cur], ops
 
-# %% ../../nbs/51_governance.cmdline.ipynb 15
+# %% ../../nbs/51_governance.cmdline.ipynb 17
 MAX_GLOB = 1000
 
 @patch
@@ -102,7 +103,7 @@ def _argv(self:Governance, words:list)->list[str]:
     if any(c in words[0] for c in _GLOB): raise GovernanceError(f'glob `{words[0].translate(_SHOW)}` is not allowed as a program')
     return [words[0].translate(_SHOW)] + [a for w in words[1:] for a in self._expand(w)]
 
-# %% ../../nbs/51_governance.cmdline.ipynb 18
+# %% ../../nbs/51_governance.cmdline.ipynb 20
 _ASSIGN = re.compile(r'[A-Za-z_]\w*=')
 
 @patch
@@ -120,7 +121,7 @@ def _check_name(self:Governance, prog:str):
     if why := self._program_refusal(name): raise GovernanceError(why)
     if '/' in prog: raise GovernanceError(f'`{prog}`: give the program by its name (`{name}`), not by a path')
 
-# %% ../../nbs/51_governance.cmdline.ipynb 21
+# %% ../../nbs/51_governance.cmdline.ipynb 23
 _SHELLS = {'bash', 'sh', 'zsh', 'dash', 'ksh', 'mksh', 'ash', 'fish', 'csh', 'tcsh', 'su'}
 _CODE_FLAGS = {'python': ['-c', '-m'], 'pypy': ['-c', '-m'], 'perl': ['-e', '-E'], 'ruby': ['-e'], 'lua': ['-e'],
                'node': ['-e', '-p', '--eval', '--print'], 'nodejs': ['-e', '-p', '--eval', '--print'], 'php': ['-r'],
@@ -140,7 +141,7 @@ WRAPPERS = {  # program: (options without a value, options with a value, words t
 }
 _UNCHECKABLE = {'xargs': 'takes its arguments from its input, where they cannot be checked'}
 
-# %% ../../nbs/51_governance.cmdline.ipynb 23
+# %% ../../nbs/51_governance.cmdline.ipynb 25
 def _shell_command(argv:list)->int|None:
     "Index of the command string of `sh -c STRING` (`-c` may be in a cluster: `-lc`), else None"
     has_c, i = False, 1
@@ -158,7 +159,7 @@ def _code_flag(name:str, argv:list)->str|None:
             if a == f or a.startswith(f + '='): return f
             if len(f) == 2 and a.startswith('-') and not a.startswith('--') and f[1] in a[1:]: return f
 
-# %% ../../nbs/51_governance.cmdline.ipynb 25
+# %% ../../nbs/51_governance.cmdline.ipynb 27
 def _option_words(a:str, flags:list, valued:list)->int|None:
     "How many words option `a` of a wrapper takes (1 or 2), or None if the wrapper does not know it"
     if a.startswith('--'):
@@ -181,7 +182,7 @@ def _wrapped_index(name:str, argv:list)->int|None:
     i += skip
     return i if i < len(argv) else None
 
-# %% ../../nbs/51_governance.cmdline.ipynb 28
+# %% ../../nbs/51_governance.cmdline.ipynb 30
 @patch
 def _check_wrapped(self:Governance, name:str, argv:list, depth:int)->tuple[list, list]:
     "Check what a wrapper runs; return (confirm-list programs found, the wrapper's own arguments)"
@@ -209,7 +210,7 @@ def _check_argv(self:Governance, argv:list, depth:int=0)->list:
     self._check_program(name, own)
     return confirm + ([name] if name in self.rules['confirm'] else [])
 
-# %% ../../nbs/51_governance.cmdline.ipynb 30
+# %% ../../nbs/51_governance.cmdline.ipynb 32
 _DATE_LONG = ('--date', '--debug', '--file', '--iso-8601', '--reference', '--resolution', '--rfc-email', '--rfc-3339',
               '--set', '--universal', '--utc', '--help', '--version')
 
@@ -235,7 +236,7 @@ def _date_setter(args:list)->str|None:
             sets, skip = _date_word(a)
             if sets: return a
 
-# %% ../../nbs/51_governance.cmdline.ipynb 33
+# %% ../../nbs/51_governance.cmdline.ipynb 35
 _DEREF = {'cp': ('-L', '-H', '--dereference')}
 _RECURSIVE = {'cp': ('-r', '-R', '-a', '--recursive', '--archive'), 'grep': ('-r', '-R', '--recursive', '--dereference-recursive')}
 
@@ -251,12 +252,13 @@ def _check_copy(self:Governance, name:str, args:list):
     if bad := _uses_any(args, _DEREF[name]): raise GovernanceError(f'option `{bad}` of `{name}` is not allowed: it copies what symlinks point to')
     if _uses_any(args, _RECURSIVE[name]): self._check_trees(name, args)
 
+# %% ../../nbs/51_governance.cmdline.ipynb 37
 @patch
 def _check_grep(self:Governance, name:str, args:list):
     "Walk the folders a recursive grep reads (`-r`, `-d recurse`) for hard links to denied files"
     if _uses_any(args, _RECURSIVE['grep']) or any(a.endswith('recurse') for a in args): self._check_trees(name, args, default=True)
 
-# %% ../../nbs/51_governance.cmdline.ipynb 36
+# %% ../../nbs/51_governance.cmdline.ipynb 41
 GIT_READ_ONLY = ('status', 'log', 'show', 'diff', 'branch', 'tag', 'ls-files', 'ls-tree', 'blame', 'rev-parse',
                  'rev-list', 'describe', 'grep', 'shortlog', 'show-ref', 'whatchanged', 'count-objects', 'version')
 _GIT_DENIED = ('--ext-diff', '--textconv', '--output', '--output-directory', '--open-files-in-pager', '--show-signature',
@@ -277,7 +279,7 @@ def _git_denied(sub:str, a:str)->bool:
         return name not in _GIT_EXACT and len(name) > 2 and any(o.startswith(name) for o in _GIT_DENIED)
     return a.startswith('-') and any(c in a[1:] for c in _GIT_SHORT_DENIED.get(sub, ''))
 
-# %% ../../nbs/51_governance.cmdline.ipynb 38
+# %% ../../nbs/51_governance.cmdline.ipynb 44
 def _git_listing(sub:str, args:list):
     "Refuse `git branch`/`git tag` arguments that would do more than list"
     allowed, listing = _GIT_LISTING[sub].split(), False
@@ -290,7 +292,7 @@ def _git_listing(sub:str, args:list):
             raise GovernanceError(f'`git {sub} {a}` would create a {sub}: `git {sub}` may only list '
                                   f'(use --list for patterns, `--contains=X` for option values)')
 
-# %% ../../nbs/51_governance.cmdline.ipynb 40
+# %% ../../nbs/51_governance.cmdline.ipynb 47
 _GIT_FORCED = (('core.fsmonitor', 'false'), ('core.pager', 'cat'), ('core.hooksPath', os.devnull), ('log.showSignature', 'false'))
 
 def _git_env(cwd, forced:bool=True)->dict:
@@ -303,7 +305,7 @@ def _git_env(cwd, forced:bool=True)->dict:
         for i, (k, v) in enumerate(_GIT_FORCED): env[f'GIT_CONFIG_KEY_{i}'], env[f'GIT_CONFIG_VALUE_{i}'] = k, v
     return env
 
-# %% ../../nbs/51_governance.cmdline.ipynb 42
+# %% ../../nbs/51_governance.cmdline.ipynb 50
 _GIT_RISKY_SECTIONS = {'credential', 'filter', 'gpg', 'include', 'includeif', 'pager', 'sequence', 'trace2', 'uploadpack',
                        'difftool', 'mergetool', 'man', 'web', 'browser', 'instaweb', 'sendemail', 'url', 'protocol', 'ssh'}
 _GIT_RISKY_NAMES = {'fsmonitor', 'pager', 'sshcommand', 'hookspath', 'worktree', 'gitproxy', 'askpass', 'editor',
@@ -316,7 +318,7 @@ def _risky_git_keys(listing:str)->list[str]:
     return [k for k in dict.fromkeys(keys)
             if k.split('.')[0].lower() in _GIT_RISKY_SECTIONS or k.rsplit('.', 1)[-1].lower() in _GIT_RISKY_NAMES]
 
-# %% ../../nbs/51_governance.cmdline.ipynb 44
+# %% ../../nbs/51_governance.cmdline.ipynb 52
 def _git_out(argv:list, cwd, env:dict)->str|None:
     "The output of a git inspection command, None if it failed"
     try: r = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=5)
@@ -337,7 +339,7 @@ def _check_git_repo(self:Governance):
     if bad := _risky_git_keys(listing):
         raise GovernanceError(f"the repository's config sets {', '.join(bad[:3])}, which can run programs or read elsewhere: git is refused here")
 
-# %% ../../nbs/51_governance.cmdline.ipynb 45
+# %% ../../nbs/51_governance.cmdline.ipynb 54
 @patch
 def _check_git(self:Governance, name:str, args:list):
     "Refuse git unless it is a read-only subcommand with no option that configures git, runs a program or writes a file"
@@ -355,7 +357,7 @@ def _check_git(self:Governance, name:str, args:list):
     self._check_git_repo()
     if sub in ('diff', 'grep', 'blame'): self._check_tree(self.cwd, 'the working folder', skip=('.git',))
 
-# %% ../../nbs/51_governance.cmdline.ipynb 47
+# %% ../../nbs/51_governance.cmdline.ipynb 56
 _PROGRAM_CHECKS = {'date': lambda g, name, args: _refuse_date(args), 'cp': Governance._check_copy,
                    'grep': Governance._check_grep, 'egrep': Governance._check_grep, 'fgrep': Governance._check_grep,
                    'git': Governance._check_git}
@@ -368,7 +370,7 @@ def _check_program(self:Governance, name:str, args:list):
     "The checks of programs that can do more than their name says (`date`, `cp`, `grep`, `git`)"
     if check := _PROGRAM_CHECKS.get(name): check(self, name, args)
 
-# %% ../../nbs/51_governance.cmdline.ipynb 50
+# %% ../../nbs/51_governance.cmdline.ipynb 59
 @patch
 def _check(self:Governance, cmdline:str, depth:int=0)->Plan:
     "Check a command line (nested in a wrapper at `depth`)"
