@@ -3,8 +3,8 @@ import itertools, sqlite3, time
 import pytest
 from hypothesis import given, settings, assume, strategies as stx, HealthCheck
 from multis.retrieval.store import Store
-from multis.memory.facts import (FactStore, Fact, FactError, extract_facts, normalize_topic, parse_fact_question,
-                          answer_fact_question, singular, ABSENT, MAX_RANK, KINDS)
+from multis.memory.facts import FactStore, Fact, FactError, parse_fact_question, answer_fact_question, ABSENT, KINDS
+from multis.memory.statements import extract_facts, normalize_topic, singular, MAX_RANK
 
 # (singular phrase, plural phrase) pairs; each pair is its own topic
 NOUNS = [('colour', 'colours'), ('color', 'colors'), ('book', 'books'), ('film', 'films'), ('movie', 'movies'),
