@@ -28,7 +28,7 @@ def remember_secrets(values)->set:
     _KNOWN.update(str(v) for v in values if v and len(str(v)) >= 6)
     return _KNOWN
 
-# %% ../../nbs/52_governance.audit.ipynb 11
+# %% ../../nbs/52_governance.audit.ipynb 12
 REDACTED = '[redacted]'
 SECRET_FIELDS = ('token', 'key', 'secret', 'password', 'pass', 'auth', 'credential', 'cookie', 'pairing_code')
 _SECRET_NAME = r'[\w.-]*(?:key|token|secret|passw(?:or)?d|pass|auth|credential)[\w.-]*'
@@ -66,6 +66,7 @@ def _redact_blocks(text:str)->str:
         out += [text[pos:m.end()], REDACTED]; pos = _block_end(text, m.end())
     return ''.join(out) + text[pos:]
 
+# %% ../../nbs/52_governance.audit.ipynb 14
 def redact_text(text:str)->str:
     "`text` with every known secret shape, and every secret value `remember_secrets` was given, replaced by `[redacted]`"
     for v in sorted(_KNOWN, key=len, reverse=True): text = text.replace(v, REDACTED)
@@ -73,7 +74,7 @@ def redact_text(text:str)->str:
     for pat, repl in _SECRET_PATTERNS: text = pat.sub(repl, text)
     return text
 
-# %% ../../nbs/52_governance.audit.ipynb 15
+# %% ../../nbs/52_governance.audit.ipynb 18
 def _secret_field(name)->bool: return any(s in str(name).lower() for s in SECRET_FIELDS)
 
 def redact(value, name:str=''):
@@ -84,13 +85,14 @@ def redact(value, name:str=''):
     if value is None or isinstance(value, (bool, int, float)): return value
     return redact_text(str(value))
 
-# %% ../../nbs/52_governance.audit.ipynb 18
+# %% ../../nbs/52_governance.audit.ipynb 21
 _ATOMIC_LINE = 4096
 
 def audit_path(home:Path|str|None=None)->Path:
     "Where the audit log lives: `<home>/audit.log`"
     return (Path(home) if home else multis_home())/'audit.log'
 
+# %% ../../nbs/52_governance.audit.ipynb 23
 def _append(path:Path, data:bytes):
     "Append `data` to `path` in one `O_APPEND` write; long lines also hold a file lock"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -107,7 +109,7 @@ def _iso(now=None)->str:
     dt = now if isinstance(now, datetime) else datetime.fromtimestamp(time.time() if now is None else now, timezone.utc)
     return dt.astimezone(timezone.utc).isoformat(timespec='milliseconds').replace('+00:00', 'Z')
 
-# %% ../../nbs/52_governance.audit.ipynb 21
+# %% ../../nbs/52_governance.audit.ipynb 26
 _EVENT = re.compile(r'[a-z][a-z_]*')
 
 def audit(event:str,                    # one of `EVENTS` (or another lower_case name)
@@ -123,7 +125,7 @@ def audit(event:str,                    # one of `EVENTS` (or another lower_case
     except OSError as e: log.warning('audit: cannot write %s (%s); event %s not logged', path, e.strerror or e, event)
     return rec
 
-# %% ../../nbs/52_governance.audit.ipynb 23
+# %% ../../nbs/52_governance.audit.ipynb 28
 def read_audit(home:Path|str|None=None, # the multis home; default `multis_home()`
                event:str|tuple|None=None, # only this event (or these)
                limit:int|None=None,       # only the last `limit` records

@@ -33,6 +33,7 @@ def _kill(procs:list):
         try: os.killpg(p.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError): pass
 
+# %% ../../nbs/53_governance.exec.ipynb 9
 def _drain(fd:int, deadline:float, out:bytearray, limit:int)->str|None:
     "Read `fd` into `out` until end of file (None), the deadline ('timeout') or `limit` bytes ('truncated')"
     while True:
@@ -43,7 +44,7 @@ def _drain(fd:int, deadline:float, out:bytearray, limit:int)->str|None:
         out += chunk
         if len(out) > limit: return 'truncated'
 
-# %% ../../nbs/53_governance.exec.ipynb 8
+# %% ../../nbs/53_governance.exec.ipynb 10
 def _run_pipeline(pipeline:list, cwd, env:dict, deadline:float, out:bytearray, limit:int)->tuple:
     "Run one pipeline; (exit code of its last part, None or 'timeout' or 'truncated')"
     r, w = os.pipe()
@@ -65,7 +66,7 @@ def _pipelines(plan:Plan)->list:
         else: groups.append((op, [argv]))
     return groups
 
-# %% ../../nbs/53_governance.exec.ipynb 10
+# %% ../../nbs/53_governance.exec.ipynb 12
 @patch
 def _execute(self:Governance, plan:Plan)->ExecResult:
     "Run a checked plan"
@@ -89,7 +90,7 @@ def _result(text:str, status:int, why:str|None, cap:int, timeout:float)->ExecRes
     if cut: return ExecResult(True, text, None if why else status, f'output cut at {cap} characters', True)
     return ExecResult(status == 0, text, status, '' if status == 0 else f'exit code {status}', False)
 
-# %% ../../nbs/53_governance.exec.ipynb 12
+# %% ../../nbs/53_governance.exec.ipynb 14
 @patch
 def run(self:Governance, cmdline:str,  # the command line, as the owner typed it
         confirmed:bool=False,           # the owner said yes (for confirm-list programs)
@@ -102,7 +103,7 @@ def run(self:Governance, cmdline:str,  # the command line, as the owner typed it
         raise GovernanceError(f'the command would now run `{plan.shown}`, not what you said yes to; send it again')
     return self._execute(plan)
 
-# %% ../../nbs/53_governance.exec.ipynb 15
+# %% ../../nbs/53_governance.exec.ipynb 17
 def _duration(seconds:float)->str:
     n, unit = (int(seconds // 60), 'minute') if seconds >= 60 and seconds % 60 == 0 else (int(seconds), 'second')
     return f"{n} {unit}{'s' if n != 1 else ''}"
