@@ -193,6 +193,7 @@ def build_parser()->argparse.ArgumentParser:
     for name,f in VERBS.items(): verb_parser(sub, name, f)
     return p
 
+# %% ../nbs/02_cli.ipynb 27
 def _check_home():
     "Refuse a multis home that is a file, whatever the verb"
     if (home := multis_home()).exists() and not home.is_dir():
@@ -206,6 +207,7 @@ def _run(verb:str, func, args:dict)->int:
 
 DAEMON_VERB = '_daemon'   # hidden: what `multis start` runs in the background (`run_foreground`, output to the log)
 
+# %% ../nbs/02_cli.ipynb 28
 def main(argv:list|None=None)->int:
     "Run `multis` with `argv` (default: the command line); returns the exit status"
     if (sys.argv[1:] if argv is None else list(argv)) == [DAEMON_VERB]: code = report_errors(run_foreground)
@@ -213,6 +215,7 @@ def main(argv:list|None=None)->int:
     if argv is None: sys.exit(code)
     return code
 
+# %% ../nbs/02_cli.ipynb 29
 def _main(argv:list|None)->int:
     args = vars(build_parser().parse_args(argv))
     func, verb = args.pop('_func'), args.pop('verb')

@@ -70,6 +70,7 @@ def _unique_ids(chunks:list)->list:
         if n > 1: c.chunk_id = f"{c.chunk_id}~{n}"
     return chunks
 
+# %% ../../nbs/12_documents.indexer.ipynb 9
 def _number(chunks:list)->list:
     "Give each chunk its place in the file: `chunk_index` and `chunk_total`"
     for i, c in enumerate(chunks): c.chunk_index, c.chunk_total = i, len(chunks)
@@ -79,10 +80,11 @@ def prepare_chunks(chunks:list, scope:str, file_path:str|None=None)->list:
     "Scope, relabel, split and number parsed chunks, ready for the store"
     return _number(_unique_ids(chunk_all(_relabel(chunks, scope, file_path))))
 
-# %% ../../nbs/12_documents.indexer.ipynb 11
+# %% ../../nbs/12_documents.indexer.ipynb 12
 class ScopeRefused(MultisError):
     "A file the caller may not change: it is stored under a scope outside the caller's writable scopes"
 
+# %% ../../nbs/12_documents.indexer.ipynb 13
 def _check_writable(path:Path, scope:str, states:list, writable)->None:
     "A `ScopeRefused` unless the caller may write `scope` and every scope `path` is already stored under"
     if writable is None: return
@@ -98,13 +100,14 @@ def _checked(path:Path, path_check=None)->Path:
     if path_check is not None: path_check(real)
     return real
 
+# %% ../../nbs/12_documents.indexer.ipynb 14
 def _capped(chunks:list, path:Path, limits)->list:
     "`chunks`, or a `ParseError` when there are more than the limits allow"
     if len(chunks) > limits.max_chunks_per_file: raise ParseError(path, f"{len(chunks):,} chunks is over the "
         f"{limits.max_chunks_per_file:,}-chunk cap (indexing.max_chunks_per_file)")
     return chunks
 
-# %% ../../nbs/12_documents.indexer.ipynb 13
+# %% ../../nbs/12_documents.indexer.ipynb 16
 @dataclass
 class IndexResult:
     "What happened to one file"
@@ -113,6 +116,7 @@ class IndexResult:
     chunks:int=0         # chunks stored
     error:str=''         # why it failed
 
+# %% ../../nbs/12_documents.indexer.ipynb 17
 def file_sha256(path:Path)->str:
     "Hex sha256 of a file's bytes"
     h = hashlib.sha256()
@@ -127,7 +131,7 @@ def _unchanged(old:dict|None, st:os.stat_result, scope:str, path:Path)->tuple:
     sha = file_sha256(path)
     return old['size'] == st.st_size and old['sha256'] == sha, sha
 
-# %% ../../nbs/12_documents.indexer.ipynb 14
+# %% ../../nbs/12_documents.indexer.ipynb 18
 def read_file(store:Store, path:Path, scope:str, limits:IndexLimits, force:bool=False, *,
               path_check=None, writable=None)->tuple:
     "(IndexResult, (file_path, chunks, state) to store, or None when the file is unchanged)"
@@ -156,7 +160,7 @@ def index_file(store:Store, path:str|Path,  # the file to index
     if item: store.replace_files([item])
     return res
 
-# %% ../../nbs/12_documents.indexer.ipynb 21
+# %% ../../nbs/12_documents.indexer.ipynb 25
 @dataclass
 class IndexSummary:
     "What indexing a folder did"
@@ -173,7 +177,7 @@ class IndexSummary:
              f"{len(self.failed)} failed" + (f", {len(self.removed)} removed" if self.removed else ''))
         return '\n'.join([s] + [f"  failed: {r.error}" for r in self.failed])
 
-# %% ../../nbs/12_documents.indexer.ipynb 22
+# %% ../../nbs/12_documents.indexer.ipynb 26
 def find_documents(folder:Path, recursive:bool=True)->list:
     "Supported files under `folder`, sorted, without hidden or lock files"
     files = folder.rglob('*') if recursive else folder.glob('*')
@@ -183,7 +187,7 @@ def find_documents(folder:Path, recursive:bool=True)->list:
                 and not any(part.startswith('.') for part in rel))
     return sorted(p for p in files if keep(p))
 
-# %% ../../nbs/12_documents.indexer.ipynb 23
+# %% ../../nbs/12_documents.indexer.ipynb 27
 def _read_one(store:Store, p:Path, scope:str, limits:IndexLimits, **kw)->tuple:
     "`read_file`, with any refusal as a failed `IndexResult`"
     try: return read_file(store, p, scope, limits, **kw)
@@ -215,6 +219,7 @@ def index_directory(store:Store, folder:str|Path, # the folder to index
     res.removed = _remove_missing(store, folder, recursive, writable)
     return res
 
+# %% ../../nbs/12_documents.indexer.ipynb 28
 def _remove_missing(store:Store, folder:Path, recursive:bool, writable=None)->list:
     "Remove the files indexed from `folder` (in a scope the caller may change) that are gone from the disk"
     gone = [f['file_path'] for f in store.files() if (writable is None or f['scope'] in writable) and
@@ -223,7 +228,7 @@ def _remove_missing(store:Store, folder:Path, recursive:bool, writable=None)->li
     for f in gone: store.delete_file(f)
     return gone
 
-# %% ../../nbs/12_documents.indexer.ipynb 28
+# %% ../../nbs/12_documents.indexer.ipynb 33
 def _safe_name(filename:str)->str:
     name = re.sub(r'[\x00-\x1f/\\:]+', '_', Path(str(filename).replace('\\', '/')).name).strip(' .')
     return name or 'upload'

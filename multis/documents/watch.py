@@ -120,6 +120,7 @@ def _record(self:Watcher, path:str, status:str, error:str=''):
     if status == 'failed': self.errors.append((path, error)); log.error("watch: %s", error)
     else: log.info("watch: %s %s", status, path)
 
+# %% ../../nbs/13_documents.watch.ipynb 16
 @patch
 def _safe_sync(self:Watcher, st:Store, path:Path, entry:dict):
     try: self._sync(st, path, entry)
@@ -127,7 +128,7 @@ def _safe_sync(self:Watcher, st:Store, path:Path, entry:dict):
     except Exception as e:
         log.exception("watch: %s failed", path); self._record(str(path), 'failed', f"{path.name}: {type(e).__name__}: {e}")
 
-# %% ../../nbs/13_documents.watch.ipynb 16
+# %% ../../nbs/13_documents.watch.ipynb 17
 @patch
 def _run(self:Watcher):
     "The worker: initial scan, then due paths until stopped"
@@ -149,6 +150,7 @@ def start(self:Watcher)->Watcher:
     self.worker = threading.Thread(target=self._run, name='multis-watch', daemon=True); self.worker.start()
     return self
 
+# %% ../../nbs/13_documents.watch.ipynb 18
 @patch
 def stop(self:Watcher, timeout:float=10):
     "Stop watching; pending changes not yet due are dropped (the next start's scan picks them up)"

@@ -32,6 +32,7 @@ def _limit_memory(base:int, mb:int|None):
     try: resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
     except (ValueError, OSError): pass    # a platform that cannot cap the address space
 
+# %% ../../nbs/10a_documents.worker.ipynb 8
 def _limit_cpu(seconds:float|None):
     "Let this process use `seconds` more CPU time, then be killed (None: back to the hard limit)"
     if resource is None: return
@@ -42,7 +43,7 @@ def _limit_cpu(seconds:float|None):
     try: resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
     except (ValueError, OSError): pass
 
-# %% ../../nbs/10a_documents.worker.ipynb 9
+# %% ../../nbs/10a_documents.worker.ipynb 10
 _MEMORY = re.compile(r'alloc\w*\b.*\bfailed|unable to allocate|out of memory|memory allocation failed|cannot allocate memory', re.I)
 
 def _out_of_memory(e:BaseException)->bool:
@@ -53,7 +54,7 @@ def _out_of_memory(e:BaseException)->bool:
         e = e.__cause__ or e.__context__
     return False
 
-# %% ../../nbs/10a_documents.worker.ipynb 12
+# %% ../../nbs/10a_documents.worker.ipynb 13
 def _outcome(path:str, kwargs:dict)->tuple:
     "Parse in this process: `('ok', chunks)`, `('error', path, reason)` or `('memory', path, reason)`"
     try: return 'ok', parse_file(path, **kwargs)
@@ -61,7 +62,7 @@ def _outcome(path:str, kwargs:dict)->tuple:
     except ParseError as e: return ('memory' if _out_of_memory(e) else 'error'), e.path, e.reason
     except Exception as e: return ('memory' if _out_of_memory(e) else 'error'), path, f"cannot be parsed ({type(e).__name__})"
 
-# %% ../../nbs/10a_documents.worker.ipynb 15
+# %% ../../nbs/10a_documents.worker.ipynb 16
 def _quiet():
     "Leave Ctrl-C to the parent process, and MuPDF's messages to the `ParseError`s"
     try: signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -76,6 +77,7 @@ def _job(conn, base:int, job:tuple):
     finally: _limit_memory(base, None); _limit_cpu(None)
     conn.send(res)
 
+# %% ../../nbs/10a_documents.worker.ipynb 17
 def serve_parses(conn):
     "A parsing process's loop: jobs in, outcomes out, until it receives None or its parent goes away"
     _quiet()
@@ -84,7 +86,7 @@ def serve_parses(conn):
         while (job := conn.recv()) is not None: _job(conn, base, job)
     except (EOFError, OSError): pass
 
-# %% ../../nbs/10a_documents.worker.ipynb 19
+# %% ../../nbs/10a_documents.worker.ipynb 21
 class ParseWorker:
     "One parsing process, kept between files; killed at the time limit, restarted for the next file"
     def __init__(self): self.proc, self.conn, self.lock = None, None, threading.Lock()
@@ -96,7 +98,7 @@ class ParseWorker:
 
     def __repr__(self): return f"ParseWorker({'running' if self.pid else 'stopped'})"
 
-# %% ../../nbs/10a_documents.worker.ipynb 21
+# %% ../../nbs/10a_documents.worker.ipynb 23
 _CHILD = ('import json, sys; sys.path[:] = json.loads(sys.argv[2]); from multiprocessing.connection import Connection; '
           'from multis.documents.worker import serve_parses; serve_parses(Connection(int(sys.argv[1])))')
 
@@ -118,7 +120,7 @@ def stop(self:ParseWorker):
     self.proc.kill(); self.proc.wait(10); self.conn.close()
     self.proc = self.conn = None
 
-# %% ../../nbs/10a_documents.worker.ipynb 22
+# %% ../../nbs/10a_documents.worker.ipynb 24
 def _died(code:int|None)->str:
     "How a process ended, from its exit code"
     if code is None or code >= 0: return f"exit code {code}"
@@ -138,7 +140,7 @@ def _answer(self:ParseWorker, path:Path, limits)->list:
     raise ParseError(res[0], f"needs more than {mb} to parse (indexing.max_parse_memory_mb)" if kind == 'memory' else
                      f"the parser crashed ({_died(code)}); it may need more than {mb} (indexing.max_parse_memory_mb)")
 
-# %% ../../nbs/10a_documents.worker.ipynb 23
+# %% ../../nbs/10a_documents.worker.ipynb 25
 @patch
 def parse(self:ParseWorker, path:Path, limits)->list[DocChunk]:
     "`path`'s chunks, parsed in the worker within `limits` (`IndexLimits`); any failure is one `ParseError`"
@@ -151,7 +153,7 @@ def parse(self:ParseWorker, path:Path, limits)->list[DocChunk]:
             raise ParseError(path, f"parsing took longer than {limits.timeout:g} s; skipped (indexing.parse_timeout)")
         return self._answer(path, limits)
 
-# %% ../../nbs/10a_documents.worker.ipynb 25
+# %% ../../nbs/10a_documents.worker.ipynb 27
 _worker, _worker_lock = None, threading.Lock()
 
 def parse_worker()->ParseWorker:

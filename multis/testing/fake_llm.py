@@ -119,12 +119,14 @@ class LocalHandler(BaseHTTPRequestHandler):
     do_GET = do_POST
     def log_message(self, *args): pass
 
+# %% ../../nbs/95_testing.fake_llm.ipynb 21
 class LocalServer(ThreadingHTTPServer):
     "A threading HTTP server that does not print the client disconnects tests provoke"
     daemon_threads = True
     def handle_error(self, request, client_address):
         if not isinstance(sys.exc_info()[1], ConnectionError): super().handle_error(request, client_address)
 
+# %% ../../nbs/95_testing.fake_llm.ipynb 22
 def serve_local(fake, port:int=0)->LocalServer:
     "Serve `fake._handle` on 127.0.0.1:`port` (0: an ephemeral one) from a daemon thread"
     httpd = LocalServer(('127.0.0.1', port), LocalHandler)
@@ -132,7 +134,7 @@ def serve_local(fake, port:int=0)->LocalServer:
     threading.Thread(target=httpd.serve_forever, kwargs={'poll_interval': 0.01}, daemon=True).start()
     return httpd
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 21
+# %% ../../nbs/95_testing.fake_llm.ipynb 23
 class FakeLLMServer:
     "A local HTTP server speaking the Anthropic, OpenAI and Ollama chat and embedding APIs, scriptable to fail"
     def __init__(self,
@@ -149,7 +151,7 @@ class FakeLLMServer:
     def __exit__(self, *exc): self.stop()
     def __repr__(self): return f"FakeLLMServer({'running' if self._httpd else 'stopped'}, {len(self.requests)} requests)"
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 22
+# %% ../../nbs/95_testing.fake_llm.ipynb 24
 @patch
 def start(self:FakeLLMServer,
           port:int=0, # 0: an ephemeral port; a port it had before restarts the server where clients expect it
@@ -159,6 +161,7 @@ def start(self:FakeLLMServer,
     self._httpd = serve_local(self, port)
     return self
 
+# %% ../../nbs/95_testing.fake_llm.ipynb 25
 @patch
 def stop(self:FakeLLMServer):
     "Stop listening; handlers still sleeping on `delay` are woken"
@@ -167,17 +170,19 @@ def stop(self:FakeLLMServer):
     self._httpd.shutdown(); self._httpd.server_close()
     self._httpd = None
 
+# %% ../../nbs/95_testing.fake_llm.ipynb 26
 @patch(as_prop=True)
 def port(self:FakeLLMServer)->int:
     "The port the server listens on"
     return self._httpd.server_address[1]
 
+# %% ../../nbs/95_testing.fake_llm.ipynb 27
 @patch(as_prop=True)
 def url(self:FakeLLMServer)->str:
     "The server's root URL, e.g. `http://127.0.0.1:PORT`"
     return f"http://127.0.0.1:{self.port}"
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 24
+# %% ../../nbs/95_testing.fake_llm.ipynb 29
 @patch
 def fail(self:FakeLLMServer,
          status:int,            # HTTP status: 401, 429, 500, 503...
@@ -189,7 +194,7 @@ def fail(self:FakeLLMServer,
     with self._lock: self._fails += [(status, retry_after, body)] * times
     return self
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 26
+# %% ../../nbs/95_testing.fake_llm.ipynb 31
 def _json_or_none(raw:bytes):
     try: return json.loads(raw)
     except ValueError: return None
@@ -198,6 +203,7 @@ def _key_of(headers:dict)->str|None:
     auth = headers.get('authorization', '')
     return headers.get('x-api-key') or (auth[7:] if auth.lower().startswith('bearer ') else None)
 
+# %% ../../nbs/95_testing.fake_llm.ipynb 32
 def _malformed(api:str, kind, embed:bool=False)->dict|str:
     if kind == 'not_json': return '<html>502 Bad Gateway: not JSON</html>'
     if embed: return {'ollama': {'model': 'x', 'total_duration': 1000}, 'openai': {'object': 'list', 'model': 'x'}}[api]
@@ -205,7 +211,7 @@ def _malformed(api:str, kind, embed:bool=False)->dict|str:
             'openai': {'id': 'chatcmpl-fake-bad', 'object': 'chat.completion', 'created': 1700000000, 'choices': []},
             'ollama': {'model': 'x', 'created_at': '2025-01-01T00:00:00Z', 'done': True}}[api]
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 27
+# %% ../../nbs/95_testing.fake_llm.ipynb 33
 @patch
 def _answer(self:FakeLLMServer, api:str|None, req:dict, fail, n:int)->tuple:
     "(status, body, headers) for one recorded request"
@@ -222,7 +228,7 @@ def _answer(self:FakeLLMServer, api:str|None, req:dict, fail, n:int)->tuple:
     else: text = f"You said: {_last_user(body)}" if self.reply is None else self.reply
     return 200, api_reply(api, body, text, n), {}
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 28
+# %% ../../nbs/95_testing.fake_llm.ipynb 34
 @patch
 def knows(self:FakeLLMServer, model:str)->bool:
     "Whether the server has `model` (any, when `models` is None)"
@@ -237,7 +243,7 @@ def _embedding(self:FakeLLMServer, api:str, body:dict)->tuple:
         return 400, error_body(api, 400, 'dimensions must be an integer from 8 to 8192'), {}
     return 200, embed_reply(api, body, texts[:-1] if self.malformed == 'short' else texts, dim), {}
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 29
+# %% ../../nbs/95_testing.fake_llm.ipynb 35
 def _send(h:BaseHTTPRequestHandler, status:int, body, headers:dict):
     data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
     h.send_response(status)
