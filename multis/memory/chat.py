@@ -20,18 +20,21 @@ from ..retrieval.search import check_scopes
 # %% ../../nbs/40_memory.chat.ipynb 3
 log = logging.getLogger(__name__)
 
-# %% ../../nbs/40_memory.chat.ipynb 6
+# %% ../../nbs/40_memory.chat.ipynb 7
 DAY = 86400
 
 def _now(now:float|None=None)->float: return time.time() if now is None else float(now)
+
 def _stamp(ts:float)->str: return time.strftime('%Y-%m-%d %H:%M', time.localtime(ts))
+
+# %% ../../nbs/40_memory.chat.ipynb 8
 def _day(ts:float)->str: return time.strftime('%Y-%m-%d', time.localtime(ts))
 
 def _mem_cfg(cfg:dict|None, key:str, default=None):
     "A `memory.*` setting from the config, else its default"
     return cfg_get(cfg or {}, f'memory.{key}', DEFAULT_CONFIG['memory'].get(key, default))
 
-# %% ../../nbs/40_memory.chat.ipynb 9
+# %% ../../nbs/40_memory.chat.ipynb 11
 _PLAIN_ID = re.compile(r'[a-z0-9_-](?:[a-z0-9_.-]{0,98}[a-z0-9_-])?')
 _RESERVED = {'admin', 'con', 'prn', 'aux', 'nul', *(f'{d}{i}' for d in ('com', 'lpt') for i in range(1, 10))}
 
@@ -43,7 +46,7 @@ def safe_chat_id(chat_id)->str:
     readable = re.sub(r'[^A-Za-z0-9_.-]', '_', s)[:64].lstrip('.') or '_'
     return f"{readable}+{hashlib.sha256(s.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
 
-# %% ../../nbs/40_memory.chat.ipynb 13
+# %% ../../nbs/40_memory.chat.ipynb 16
 def _valid_scope(s:str)->bool:
     try: return bool(check_scopes([s]))
     except MultisError: return False
@@ -56,10 +59,11 @@ def chat_scope(chat_id, is_owner:bool=False)->str:
     if is_owner: return 'admin'
     return f"user:{s}" if _valid_scope(f"user:{s}") and not _HASHED.fullmatch(s) else f"user:{safe}"
 
-# %% ../../nbs/40_memory.chat.ipynb 16
+# %% ../../nbs/40_memory.chat.ipynb 19
 class MemoryWriteError(MultisError):
     "A chat memory file could not be written: full disk, read-only file system, no permission..."
 
+# %% ../../nbs/40_memory.chat.ipynb 20
 _CAUSES = {errno.ENOSPC: 'the disk is full', errno.EDQUOT: 'the disk quota is used up', errno.EROFS: 'the file system is read-only',
            errno.EACCES: 'permission denied', errno.EPERM: 'permission denied', errno.ENOTDIR: 'a parent is not a folder'}
 
@@ -68,6 +72,7 @@ def write_error(e:OSError, path)->MemoryWriteError:
     code = errno.errorcode.get(e.errno or 0, 'error')
     return MemoryWriteError(f"cannot write {e.filename or path}: {_CAUSES.get(e.errno) or e.strerror or e} ({code}); nothing stored was changed")
 
+# %% ../../nbs/40_memory.chat.ipynb 21
 @contextmanager
 def writing(path):
     "Turn an `OSError` raised inside into a `MemoryWriteError` naming `path`"
@@ -78,7 +83,7 @@ def _write(path:Path, text:str):
     "`atomic_write` with mode 0600, as `writing`: the old file stays whole when it fails"
     with writing(path): atomic_write(path, text, mode=0o600)
 
-# %% ../../nbs/40_memory.chat.ipynb 19
+# %% ../../nbs/40_memory.chat.ipynb 24
 LOCK_TIMEOUT = 30.0
 
 class MemoryBusy(MultisError):
@@ -89,6 +94,7 @@ _locks, _locks_guard = {}, threading.Lock()
 def _lock_for(path:Path)->FileLock:
     with _locks_guard: return _locks.setdefault(str(path), FileLock(str(path), mode=0o600))
 
+# %% ../../nbs/40_memory.chat.ipynb 25
 @contextmanager
 def file_lock(path:Path|str,              # the lock file
               timeout:float=LOCK_TIMEOUT): # seconds to wait; 0 tries once
@@ -102,7 +108,7 @@ def file_lock(path:Path|str,              # the lock file
     try: yield
     finally: lock.release()
 
-# %% ../../nbs/40_memory.chat.ipynb 22
+# %% ../../nbs/40_memory.chat.ipynb 28
 def _read_json(path:Path, default, fix:bool=False):
     "JSON from `path` if it has `default`'s type, else `default`; with `fix`, a broken file is moved to `.broken`"
     try: data = json.loads(path.read_text(encoding='utf-8'))
@@ -130,7 +136,7 @@ def _append_block(path:Path, text:str|bytes):
                 raise
         finally: os.close(fd)
 
-# %% ../../nbs/40_memory.chat.ipynb 25
+# %% ../../nbs/40_memory.chat.ipynb 31
 TEMP_AGE = 3600
 _TMP = re.compile(r'\..+\.(\d{1,10})\.[0-9a-f]{8}\.tmp')
 
@@ -155,7 +161,7 @@ def cleanup_temp(home:Path|str|None=None, # the multis home; default `multis_hom
             except OSError as e: log.warning("cannot remove %s: %s", p, e)
     return n
 
-# %% ../../nbs/40_memory.chat.ipynb 28
+# %% ../../nbs/40_memory.chat.ipynb 34
 class ChatMemory:
     "One chat's memory files under `<home>/memory/chats/<safe chat id>/`"
     def __init__(self, chat_id,             # the platform's chat id
@@ -176,14 +182,14 @@ class ChatMemory:
     def log_path(self, ts:float)->Path: return self.log_dir/f"{_day(ts)}.md"
     def __repr__(self): return f"ChatMemory({self.chat_id!r}{', owner' if self.is_owner else ''})"
 
-# %% ../../nbs/40_memory.chat.ipynb 32
+# %% ../../nbs/40_memory.chat.ipynb 38
 @patch
 def _lock(self:ChatMemory, timeout:float=LOCK_TIMEOUT): return file_lock(self.dir/'.lock', timeout)
 
 @patch
 def _memory_lock(self:ChatMemory, timeout:float=LOCK_TIMEOUT): return file_lock(self.memory_dir/'.lock', timeout)
 
-# %% ../../nbs/40_memory.chat.ipynb 34
+# %% ../../nbs/40_memory.chat.ipynb 40
 @patch
 def load_profile(self:ChatMemory)->dict:
     "The chat's profile ({} if none)"
@@ -200,8 +206,9 @@ def save_profile(self:ChatMemory, now:float|None=None, # seconds since the epoch
         _write(self.profile_path, json.dumps(p, ensure_ascii=False, indent=1))
     return p
 
-# %% ../../nbs/40_memory.chat.ipynb 38
+# %% ../../nbs/40_memory.chat.ipynb 44
 ROLES = ('user', 'assistant')
+
 SEEN_IDS = 256
 
 def _log_line(role:str, content:str, ts:float)->str:
@@ -211,6 +218,7 @@ def _messages(window:list)->list:
     "The entries of a window that are messages"
     return [o for o in window if isinstance(o, dict) and o.get('role') in ROLES and isinstance(o.get('content'), str)]
 
+# %% ../../nbs/40_memory.chat.ipynb 45
 def _seen(window:list)->list:
     "The ids of messages already trimmed from the window: its `{'seen': [...]}` entry, the last `SEEN_IDS`"
     ids = next((o['seen'] for o in window if isinstance(o, dict) and isinstance(o.get('seen'), list)), [])
@@ -221,7 +229,7 @@ def load_recent(self:ChatMemory)->list:
     "The rolling window: [{'role', 'content', 'ts', 'id', ...}...], oldest first"
     return _messages(_read_json(self.recent_path, []))
 
-# %% ../../nbs/40_memory.chat.ipynb 39
+# %% ../../nbs/40_memory.chat.ipynb 46
 @patch
 def _load_window(self:ChatMemory)->tuple:
     "(the window's messages, the seen ids), moving a broken recent.json aside"
@@ -234,7 +242,7 @@ def _save_window(self:ChatMemory, window:list, seen:list=()):
     data = window + ([{'seen': list(seen)[-SEEN_IDS:]}] if seen else [])
     _write(self.recent_path, json.dumps(data, ensure_ascii=False, indent=1))
 
-# %% ../../nbs/40_memory.chat.ipynb 41
+# %% ../../nbs/40_memory.chat.ipynb 49
 _ID_BAD = re.compile(r'[\x00-\x1f\x7f]')
 
 def _check_msg_id(msg_id)->str|None:
@@ -257,7 +265,7 @@ def _entry(role:str, content:str, now:float, msg_id:str|None=None, speaker:str|N
     if untrusted: m['untrusted'] = True
     return m
 
-# %% ../../nbs/40_memory.chat.ipynb 43
+# %% ../../nbs/40_memory.chat.ipynb 51
 def _size(path:Path)->int:
     try: return path.stat().st_size
     except FileNotFoundError: return 0
@@ -273,7 +281,7 @@ def _repair_log(self:ChatMemory, m:dict):
     except FileNotFoundError: got = b''
     _append_block(path, line[len(got):] if line.startswith(got) else line)
 
-# %% ../../nbs/40_memory.chat.ipynb 44
+# %% ../../nbs/40_memory.chat.ipynb 52
 @patch
 def _intake(self:ChatMemory, msg:dict)->tuple:
     "(window length, the window before the entry, the entry or None, whether new): `msg` taken once per `msg_id`"
@@ -300,7 +308,7 @@ def append_message(self:ChatMemory, role:str, # 'user' or 'assistant'
     "Add a message to the rolling window and to the day's log, once per `msg_id`"
     return self._intake(_entry(role, content, _now(now), _check_msg_id(msg_id), speaker, untrusted))[0]
 
-# %% ../../nbs/40_memory.chat.ipynb 50
+# %% ../../nbs/40_memory.chat.ipynb 58
 def _key(m:dict)->str: return m.get('id') or json.dumps([m.get('role'), m.get('content'), m.get('ts')])
 
 @patch
@@ -318,13 +326,15 @@ def trim_recent(self:ChatMemory, keep:int=5, # messages to keep
         self._save_window(new, seen + gone)
     return len(window) - len(new)
 
+# %% ../../nbs/40_memory.chat.ipynb 59
 @patch
 def should_capture(self:ChatMemory, threshold:int=20)->bool:
     "Whether the window has reached `threshold` messages"
     return len(self.load_recent()) >= threshold
 
-# %% ../../nbs/40_memory.chat.ipynb 57
+# %% ../../nbs/40_memory.chat.ipynb 67
 _SECTION = re.compile(r'^## (\d{4}-\d{2}-\d{2} \d{2}:\d{2})(?:[ \t]+<!-- id:([a-z0-9-]{1,40}) -->)?[ \t]*$', re.M)
+
 _SECTION_ID = re.compile(r'[ \t]+<!-- id:[a-z0-9-]{1,40} -->(?=[ \t]*$)', re.M)
 
 def split_sections(text:str)->tuple:
@@ -334,18 +344,20 @@ def split_sections(text:str)->tuple:
     ends = [o.start() for o in ms[1:]] + [len(text)]
     return text[:ms[0].start()], [(o.group(1), text[o.start():e]) for o, e in zip(ms, ends)]
 
+# %% ../../nbs/40_memory.chat.ipynb 68
 def section_id(section:str)->str|None:
     "The id in a section's header, if it has one"
     o = _SECTION.match(section)
     return o.group(2) if o else None
 
+# %% ../../nbs/40_memory.chat.ipynb 69
 def without_ids(text:str)->str:
     "memory.md's text without the sections' ids (for showing it to people and models)"
     return _SECTION_ID.sub('', text)
 
 def _defuse(text:str)->str: return _SECTION.sub(lambda o: '\\' + o.group(0), text)
 
-# %% ../../nbs/40_memory.chat.ipynb 59
+# %% ../../nbs/40_memory.chat.ipynb 71
 @patch
 def load_memory(self:ChatMemory)->str:
     "The text of memory.md ('' if none)"
@@ -360,7 +372,7 @@ def find_section(self:ChatMemory, prefix:str)->tuple|None:
     s, t, sid = found[-1]
     return s, t.split('\n', 1)[1].strip() if '\n' in t else '', sid
 
-# %% ../../nbs/40_memory.chat.ipynb 60
+# %% ../../nbs/40_memory.chat.ipynb 72
 @patch
 def append_memory(self:ChatMemory, text:str, # notes to add
                   now:float|None=None,        # the section's time
@@ -378,7 +390,7 @@ def append_memory(self:ChatMemory, text:str, # notes to add
         _write(self.memory_path, f"{old}{sep}{head}\n{text}\n")
     return stamp
 
-# %% ../../nbs/40_memory.chat.ipynb 64
+# %% ../../nbs/40_memory.chat.ipynb 76
 def _filter_memory(path:Path, lock:Path, keep)->int:
     "Rewrite memory.md keeping the sections for which `keep(index, stamp, count)` is true; returns sections removed"
     with file_lock(lock):
@@ -394,6 +406,7 @@ def prune_memory(self:ChatMemory, max_sections:int=5)->int:
     "Keep the last `max_sections` sections of memory.md; returns sections removed"
     return _filter_memory(self.memory_path, self.memory_dir/'.lock', lambda i, s, n: i >= n - max_sections)
 
+# %% ../../nbs/40_memory.chat.ipynb 77
 @patch
 def clear_memory(self:ChatMemory)->bool:
     "Remove memory.md; whether there was one"
