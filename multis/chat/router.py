@@ -70,13 +70,14 @@ def fail(self:PairingGuard, key:str, now:float)->bool:
     self._save()
     return len(fails) >= PAIR_MAX_FAILS
 
+# %% ../../nbs/61_chat.router.ipynb 14
 @patch
 def succeed(self:PairingGuard, key:str):
     "Forget the failures and lockout of a sender who paired"
     self.state['failures'].pop(key, None); self.state['locked'].pop(key, None)
     self._save()
 
-# %% ../../nbs/61_chat.router.ipynb 14
+# %% ../../nbs/61_chat.router.ipynb 16
 @patch
 def was_hinted(self:PairingGuard, key:str)->bool: return key in self.state['hinted']
 
@@ -88,7 +89,7 @@ def first_hint(self:PairingGuard, key:str)->bool:
     self._save()
     return True
 
-# %% ../../nbs/61_chat.router.ipynb 17
+# %% ../../nbs/61_chat.router.ipynb 19
 DAY = 24*3600
 
 class RateLimiter:
@@ -105,7 +106,7 @@ class RateLimiter:
         if key in self.noticed: return 'silent'
         self.noticed.add(key); return over
 
-# %% ../../nbs/61_chat.router.ipynb 20
+# %% ../../nbs/61_chat.router.ipynb 22
 log = logging.getLogger(__name__)
 OOPS = "Something went wrong handling {what} ({error}); the owner can find the details in the multis log."
 MAX_IDS = 10_000
@@ -134,7 +135,7 @@ class Router(Commands):
         "Finish background work (captures)"
         if self._own_conv: self.conv.close()
 
-# %% ../../nbs/61_chat.router.ipynb 22
+# %% ../../nbs/61_chat.router.ipynb 24
 _WRITE_CAUSES = {errno.ENOSPC: 'the disk is full', errno.EDQUOT: 'the disk quota is used up', errno.EROFS: 'the file system is read-only',
                  errno.EACCES: 'permission denied', errno.EPERM: 'permission denied'}
 _SQLITE_CAUSES = {'disk is full': 'the disk is full', 'readonly database': 'the database is read-only'}
@@ -148,7 +149,7 @@ def write_failure(e:BaseException, where, name_file:bool=True)->str|None:
         if cause: return f"Could not write to the index in {where}: {cause}."
     return None
 
-# %% ../../nbs/61_chat.router.ipynb 24
+# %% ../../nbs/61_chat.router.ipynb 26
 @patch
 def handle(self:Router, msg:Message)->str|None:
     "The reply to `msg`, or None to stay silent"
@@ -162,6 +163,7 @@ def handle(self:Router, msg:Message)->str|None:
         failed = write_failure(e, self.home, True) if owner else write_failure(e, 'the multis home', False)
         return failed or OOPS.format(what=self._what(msg), error=type(e).__name__)
 
+# %% ../../nbs/61_chat.router.ipynb 28
 @patch
 def _what(self:Router, m:Message)->str:
     "The command of `m` (`/read`), `that upload` or `that message`"
@@ -172,7 +174,7 @@ def _what(self:Router, m:Message)->str:
 def _audit_error(self:Router, m:Message, e:BaseException):
     self._audit('error', m, command=self._what(m), error=type(e).__name__, reason=str(e)[:300])
 
-# %% ../../nbs/61_chat.router.ipynb 25
+# %% ../../nbs/61_chat.router.ipynb 29
 @patch
 def _repeated(self:Router, m:Message)->bool:
     "Whether this router already took the message with `m`'s platform id (a redelivery); records it otherwise"
@@ -184,7 +186,7 @@ def _repeated(self:Router, m:Message)->bool:
         while len(self._ids) > MAX_IDS: self._ids.popitem(last=False)
     return False
 
-# %% ../../nbs/61_chat.router.ipynb 27
+# %% ../../nbs/61_chat.router.ipynb 31
 RATE_NOTICES = {'minute': "You're sending messages too fast; try again in a minute.",
                 'day': "You've reached today's message limit; try again tomorrow."}
 
@@ -206,7 +208,7 @@ def _handle(self:Router, m:Message):
 def _audit(self:Router, event:str, m:Message, **fields):
     audit(event, home=self.home, now=self.clock(), user=m.sender_id, platform=m.platform, chat=m.chat_id, **fields)
 
-# %% ../../nbs/61_chat.router.ipynb 29
+# %% ../../nbs/61_chat.router.ipynb 33
 @patch
 def _route(self:Router, m:Message, role:str)->Callable|None:
     "What to do with `m`: a function giving the reply, or None to ignore it"
@@ -220,6 +222,7 @@ def _route(self:Router, m:Message, role:str)->Callable|None:
     if bot_chat and not self.pairing.was_hinted(key): return lambda: self._hint(m)
     return None
 
+# %% ../../nbs/61_chat.router.ipynb 35
 @patch
 def _user_action(self:Router, m:Message, role:str, cmd:tuple|None)->Callable|None:
     if cmd:
@@ -234,7 +237,7 @@ def _user_action(self:Router, m:Message, role:str, cmd:tuple|None)->Callable|Non
 @patch
 def _chat_key(self:Router, m:Message)->str: return f"{m.platform}:{m.chat_id}"
 
-# %% ../../nbs/61_chat.router.ipynb 31
+# %% ../../nbs/61_chat.router.ipynb 37
 @patch
 def chat_mode(self:Router, m:Message)->str:
     "'personal' or 'business' for the chat of `m`"
@@ -249,7 +252,7 @@ def _is_business(self:Router, m:Message)->bool:
     if m.is_self or not m.text.strip() or m.route_hint == 'natural': return False
     return m.route_hint == 'business' or self.chat_mode(m) == 'business'
 
-# %% ../../nbs/61_chat.router.ipynb 33
+# %% ../../nbs/61_chat.router.ipynb 39
 @patch
 def _ask(self:Router, m:Message, role:str, question:str, mode:str='personal')->str|None:
     if not question.strip(): return f"Usage: {command_prefix(m.platform, self.cfg)}ask <question>"
@@ -263,8 +266,7 @@ def _ask(self:Router, m:Message, role:str, question:str, mode:str='personal')->s
 @patch
 def _business_reply(self:Router, m:Message)->str|None: return self._ask(m, 'contact', m.text, mode='business')
 
-# %% ../../nbs/61_chat.router.ipynb 35
-def _hint_text(p:str)->str: return f"Send {p}start <code> to pair with this multis (the owner has the code)."
+# %% ../../nbs/61_chat.router.ipynb 41
 NOT_SET_UP = "Pairing is not set up: the owner must run `multis init` first."
 
 @patch
@@ -284,12 +286,15 @@ def _try_code(self:Router, m:Message, code:str)->str|None:
     self._audit('lockout', m, minutes=PAIR_LOCK//60)
     return f"Too many wrong codes: pairing is locked for {PAIR_LOCK//60} minutes."
 
+# %% ../../nbs/61_chat.router.ipynb 43
+def _hint_text(p:str)->str: return f"Send {p}start <code> to pair with this multis (the owner has the code)."
+
 @patch
 def _hint(self:Router, m:Message)->str|None:
     if not self.pairing.first_hint(f"{m.platform}:{m.sender_id}"): return None
     return _hint_text(command_prefix(m.platform, self.cfg)) if self.cfg.get('pairing_code') else NOT_SET_UP
 
-# %% ../../nbs/61_chat.router.ipynb 36
+# %% ../../nbs/61_chat.router.ipynb 44
 def _apply_access(cfg:dict, sender:str, add:bool, owner:bool):
     users = [str(u) for u in cfg.get('allowed_users') or [] if str(u) != sender]
     cfg['allowed_users'] = users + ([sender] if add else [])
@@ -305,6 +310,7 @@ def _set_access(self:Router, sender:str, add:bool=True, owner:bool=False):
         for c in (self.cfg, saved): _apply_access(c, sender, add, owner)
         save_config(saved, path)
 
+# %% ../../nbs/61_chat.router.ipynb 46
 @patch
 def _paired(self:Router, m:Message, key:str)->str:
     owner = not str(self.cfg.get('owner_id') or '')
@@ -314,7 +320,7 @@ def _paired(self:Router, m:Message, key:str)->str:
     help_ = f"send {command_prefix(m.platform, self.cfg)}help to see what you can do."
     return f"Paired: you are the owner; {help_}" if owner else f"Paired: {help_}"
 
-# %% ../../nbs/61_chat.router.ipynb 38
+# %% ../../nbs/61_chat.router.ipynb 48
 @patch
 def _command(self:Router, m:Message, role:str, word:str, args:str)->str|None:
     p = command_prefix(m.platform, self.cfg)
@@ -329,7 +335,7 @@ def _refuse(self:Router, m:Message, word:str, reply:str)->str:
     self._audit('refused', m, command=word, role=role_of(m, self.cfg), reason=reply)
     return reply
 
-# %% ../../nbs/61_chat.router.ipynb 40
+# %% ../../nbs/61_chat.router.ipynb 50
 class NotPaired(MultisError):
     "A scheduled job whose sender is no longer paired"
 
@@ -343,7 +349,7 @@ def answer_job(self:Router, m:Message)->str:
         if over != 'ok': raise MultisError("skipped: the person who set this job is over their message limit")
     return self._ask(m, role, m.text)
 
-# %% ../../nbs/61_chat.router.ipynb 42
+# %% ../../nbs/61_chat.router.ipynb 52
 @patch
 def _take_pending(self:Router, m:Message)->Callable|None:
     "The completion of the pending question `m` answers, or None"
