@@ -78,8 +78,10 @@ def _cmd_status(self:Commands, m:Message, role:str, args:str)->str:
 
 # %% ../../nbs/62_chat.commands.ipynb 12
 def _file_name(fp:str)->str: return fp.split('/', 1)[-1] if fp.startswith('upload:') else Path(fp).name
+
 def _chunks(n:int)->str: return f"{n} chunk{'' if n == 1 else 's'}"
 
+# %% ../../nbs/62_chat.commands.ipynb 15
 @patch
 def _cmd_docs(self:Commands, m:Message, role:str, args:str)->str:
     files = self._doc_files(m, role)
@@ -88,7 +90,7 @@ def _cmd_docs(self:Commands, m:Message, role:str, args:str)->str:
     if len(files) > 15: lines.append(f"... and {len(files) - 15} more")
     return f"{len(files)} documents, {sum(f['chunks'] for f in files)} chunks:\n" + '\n'.join(lines)
 
-# %% ../../nbs/62_chat.commands.ipynb 13
+# %% ../../nbs/62_chat.commands.ipynb 16
 def format_hits(hits:list, query:str)->str:
     "Search hits as numbered citations, section paths and excerpts"
     terms, out = query_terms(query), []
@@ -106,19 +108,21 @@ def _cmd_search(self:Commands, m:Message, role:str, args:str)->str:
     self._audit('search', m, role=role, query=args[:200], hits=len(hits))
     return format_hits(hits, args) if hits else "No results."
 
-# %% ../../nbs/62_chat.commands.ipynb 15
+# %% ../../nbs/62_chat.commands.ipynb 18
 MAX_REPLY = 3500
 
 def _cap(text:str, limit:int=MAX_REPLY)->str:
     "`text`, cut to its last `limit` characters"
     return text if len(text) <= limit else '…' + text[-limit:]
 
+# %% ../../nbs/62_chat.commands.ipynb 21
 @patch
 def _memory(self:Commands, m:Message, role:str)->ChatMemory: return ChatMemory(m.chat_id, role == 'owner', self.home)
 
 @patch
 def _cmd_memory(self:Commands, m:Message, role:str, args:str)->str: return _cap(show_memory(self._memory(m, role)))
 
+# %% ../../nbs/62_chat.commands.ipynb 23
 @patch
 def _cmd_remember(self:Commands, m:Message, role:str, args:str)->str:
     remember(self._memory(m, role), args, self.store, now=self.clock())
@@ -129,10 +133,11 @@ def _cmd_forget(self:Commands, m:Message, role:str, args:str)->str:
     forget(self._memory(m, role), self.store)
     return "Forgotten: your notes (shared by all your chats) are cleared." if role == 'owner' else "Forgotten: the notes of this chat are cleared."
 
+# %% ../../nbs/62_chat.commands.ipynb 25
 @patch
 def _cmd_ask(self:Commands, m:Message, role:str, args:str)->str: return self._ask(m, role, args)
 
-# %% ../../nbs/62_chat.commands.ipynb 17
+# %% ../../nbs/62_chat.commands.ipynb 27
 _MODE_NOTE = {'personal': "only your own messages here are answered.",
               'business': "messages from others here are answered from the knowledge base (kb)."}
 
@@ -145,7 +150,7 @@ def _cmd_mode(self:Commands, m:Message, role:str, args:str)->str:
     self._audit('mode', m, mode=mode)
     return f"This chat is now in {mode} mode: {_MODE_NOTE[mode]}"
 
-# %% ../../nbs/62_chat.commands.ipynb 19
+# %% ../../nbs/62_chat.commands.ipynb 29
 _QUOTE_CHARS = '"\'“”‘’„'
 
 def split_cron_args(args:str)->tuple:
@@ -158,7 +163,7 @@ def split_cron_args(args:str)->tuple:
     n = 1 if s.startswith('@') else 5
     return ' '.join(words[:n]), (words[n].strip() if len(words) > n else '')
 
-# %% ../../nbs/62_chat.commands.ipynb 21
+# %% ../../nbs/62_chat.commands.ipynb 31
 NO_SCHEDULER = "Scheduled jobs run in the multis daemon: start it with `multis start`, then send this from your chat app."
 
 def _when(ts:float)->str: return time.strftime('%a %d %b %H:%M', time.localtime(ts))
@@ -174,7 +179,7 @@ def _cmd_cron(self:Commands, m:Message, role:str, args:str)->str:
     self._audit('cron', m, action='add', job=job['id'], cron=job['cron'], chars=len(prompt))
     return f"Scheduled {job['id']} ({job['cron']}), next run {_when(job['next_run'])}. {p}jobs lists them, {p}cancel {job['id']} stops it."
 
-# %% ../../nbs/62_chat.commands.ipynb 22
+# %% ../../nbs/62_chat.commands.ipynb 32
 @patch
 def _cmd_jobs(self:Commands, m:Message, role:str, args:str)->str:
     p = command_prefix(m.platform, self.cfg)
@@ -194,14 +199,14 @@ def _cmd_cancel(self:Commands, m:Message, role:str, args:str)->str:
     self._audit('cron', m, action='cancel', job=job['id'])
     return f"Cancelled {job['id']} ({job['cron']})."
 
-# %% ../../nbs/62_chat.commands.ipynb 24
+# %% ../../nbs/62_chat.commands.ipynb 34
 def split_index_args(args:str)->tuple:
     "(path, scope or None): the last word of `/index` arguments is the scope when it is kb or admin"
     parts = args.rsplit(None, 1)
     path, scope = (parts[0], parts[1].lower()) if len(parts) == 2 and parts[1].lower() in SCOPES else (args, None)
     return path.strip().strip('"\''), scope
 
-# %% ../../nbs/62_chat.commands.ipynb 26
+# %% ../../nbs/62_chat.commands.ipynb 36
 def _scope_question(what:str)->str:
     return f"Index {what} as kb (everyone paired can search it) or admin (only you)? Reply kb or admin."
 
@@ -213,6 +218,7 @@ def _cmd_index(self:Commands, m:Message, role:str, args:str)->str:
     self.pending[self._chat_key(m)] = dict(kind='path', path=path, expires=self.clock() + PENDING_TTL)
     return _scope_question(Path(path).expanduser().name or path)
 
+# %% ../../nbs/62_chat.commands.ipynb 38
 @patch
 def _index_path(self:Commands, m:Message, path:str, scope:str)->str:
     gov, limits = self._rules(), IndexLimits.from_config(self.cfg)
@@ -229,7 +235,7 @@ def _index_path(self:Commands, m:Message, path:str, scope:str)->str:
     self._audit('index', m, path=r.path, scope=scope, chunks=r.chunks, status=r.status)
     return f"{r.status.capitalize()}: {p.name} ({_chunks(r.chunks)}, {scope})."
 
-# %% ../../nbs/62_chat.commands.ipynb 27
+# %% ../../nbs/62_chat.commands.ipynb 39
 @patch
 def _upload(self:Commands, m:Message, role:str)->str:
     att, scope = m.attachment, m.text.strip().lower()
@@ -244,7 +250,7 @@ def _index_attachment(self:Commands, m:Message, att:Attachment, scope:str)->str:
     self._audit('index', m, path=r.path, scope=scope, chunks=r.chunks, status=r.status)
     return f"Indexed {_file_name(r.path)} ({_chunks(r.chunks)}, {scope if scope in SCOPES else 'this chat'})."
 
-# %% ../../nbs/62_chat.commands.ipynb 29
+# %% ../../nbs/62_chat.commands.ipynb 41
 @patch
 def _rules(self:Commands):
     "The governance rules (allowed and denied folders for /read and /index), loaded on first use"
@@ -258,10 +264,12 @@ def _governance(self:Commands):
         raise MultisError("/exec and /read are turned off (governance.enabled is false in config.json).")
     return self._rules()
 
+# %% ../../nbs/62_chat.commands.ipynb 43
 def format_exec(cmdline:str, res)->str:
     "A command's result as plain text: the command line, its output, and why it stopped if not cleanly"
     return '\n'.join([f"$ {cmdline}", res.output.rstrip() or '(no output)'] + ([f"({res.reason})"] if res.reason else []))
 
+# %% ../../nbs/62_chat.commands.ipynb 46
 @patch
 def _exec(self:Commands, m:Message, cmdline:str, confirmed:bool=False, shown:str|None=None)->str:
     gov = self._governance()
@@ -275,7 +283,7 @@ def _exec(self:Commands, m:Message, cmdline:str, confirmed:bool=False, shown:str
     self._audit('exec', m, command=cmdline, allowed=True, confirmed=confirmed, exit_code=res.exit_code, reason=res.reason)
     return format_exec(cmdline, res)
 
-# %% ../../nbs/62_chat.commands.ipynb 30
+# %% ../../nbs/62_chat.commands.ipynb 47
 @patch
 def _cmd_exec(self:Commands, m:Message, role:str, args:str)->str:
     return self._exec(m, args) if args else f"Usage: {command_prefix(m.platform, self.cfg)}exec <command>"

@@ -90,6 +90,7 @@ def _locked(self:Scheduler):
     try: yield
     finally: self._filelock.release()
 
+# %% ../../nbs/63_chat.scheduler.ipynb 15
 @patch
 def _load(self:Scheduler)->list:
     "The jobs in jobs.json ([] when there is none)"
@@ -104,7 +105,7 @@ def _load(self:Scheduler)->list:
 def _save(self:Scheduler, jobs:list):
     atomic_write(self.jobs_path, json.dumps(jobs, ensure_ascii=False, indent=1), mode=0o600)
 
-# %% ../../nbs/63_chat.scheduler.ipynb 15
+# %% ../../nbs/63_chat.scheduler.ipynb 17
 def _new_id(jobs:list, *parts)->str:
     "6 hex digits from the job's parts, unique among `jobs`"
     taken, n = {j.get('id') for j in jobs}, 0
@@ -113,6 +114,7 @@ def _new_id(jobs:list, *parts)->str:
 
 def _same_chat(j:dict, platform:str, chat_id)->bool: return j.get('platform') == platform and j.get('chat_id') == str(chat_id)
 
+# %% ../../nbs/63_chat.scheduler.ipynb 19
 @patch
 def add_job(self:Scheduler, platform:str,  # 'telegram' or 'beeper': where answers are delivered
             chat_id,                        # the chat the answer goes to
@@ -137,7 +139,7 @@ def add_job(self:Scheduler, platform:str,  # 'telegram' or 'beeper': where answe
         self._save(jobs + [job])
     return job
 
-# %% ../../nbs/63_chat.scheduler.ipynb 16
+# %% ../../nbs/63_chat.scheduler.ipynb 20
 @patch
 def list_jobs(self:Scheduler, platform:str|None=None, # only this platform's jobs (None: all)
               chat_id=None,                          # only this chat's jobs (None: all)
@@ -161,7 +163,7 @@ def cancel(self:Scheduler, platform:str, chat_id, job_id:str, # the job, and the
         self._save([j for j in jobs if j is not job])
     return job
 
-# %% ../../nbs/63_chat.scheduler.ipynb 22
+# %% ../../nbs/63_chat.scheduler.ipynb 26
 @patch
 def due(self:Scheduler, now:float|None=None)->list:
     "The jobs whose next run is at or before `now`"
@@ -180,7 +182,7 @@ def _claim(self:Scheduler, job_id:str, now:float)->dict|None:
         self._save(jobs)
     return claimed
 
-# %% ../../nbs/63_chat.scheduler.ipynb 23
+# %% ../../nbs/63_chat.scheduler.ipynb 27
 def job_message(job:dict)->Message:
     "The message a job asks: its question, from its sender, in its chat"
     return Message(job['platform'], job['chat_id'], job['sender_id'], job['prompt'], is_self=job.get('is_self', False),
@@ -191,7 +193,7 @@ def job_text(job:dict, answer:str)->str:
     q = job['prompt'] if len(job['prompt']) <= 80 else job['prompt'][:79] + '…'
     return f"Scheduled ({job['id']}): {q}\n\n{answer}"
 
-# %% ../../nbs/63_chat.scheduler.ipynb 25
+# %% ../../nbs/63_chat.scheduler.ipynb 29
 @patch
 def _answer(self:Scheduler, job:dict)->str:
     if self.router is None: raise SchedulerError("no router to answer jobs")
@@ -205,6 +207,7 @@ def _deliver_answer(self:Scheduler, job:dict)->int:
     self.deliver(job['platform'], job['chat_id'], text)
     return len(text)
 
+# %% ../../nbs/63_chat.scheduler.ipynb 31
 @patch
 def run_job(self:Scheduler, job:dict, now:float|None=None)->dict:
     "Answer one job and deliver the answer; the run record logged (the job of someone no longer paired is removed)"
@@ -217,7 +220,7 @@ def run_job(self:Scheduler, job:dict, now:float|None=None)->dict:
     self._record(job['id'], rec)
     return rec
 
-# %% ../../nbs/63_chat.scheduler.ipynb 26
+# %% ../../nbs/63_chat.scheduler.ipynb 33
 @patch
 def _record(self:Scheduler, job_id:str, rec:dict):
     "Append the run to runs/<id>.jsonl and note it on the job"
@@ -234,19 +237,21 @@ def _record(self:Scheduler, job_id:str, rec:dict):
 def _drop(self:Scheduler, job_id:str):
     with self._locked(): self._save([j for j in self._load() if j.get('id') != job_id])
 
+# %% ../../nbs/63_chat.scheduler.ipynb 35
 @patch
 def runs(self:Scheduler, job_id:str)->list:
     "The logged runs of a job, oldest first"
     p = self.runs_dir/f"{job_id}.jsonl"
     return [json.loads(l) for l in p.read_text(encoding='utf-8').splitlines() if l.strip()] if p.exists() else []
 
+# %% ../../nbs/63_chat.scheduler.ipynb 37
 @patch
 def run_due(self:Scheduler, now:float|None=None)->list:
     "Run every due job once; their run records"
     now = self.clock() if now is None else now
     return [self.run_job(j, now) for d in self.due(now) if (j := self._claim(d['id'], now))]
 
-# %% ../../nbs/63_chat.scheduler.ipynb 38
+# %% ../../nbs/63_chat.scheduler.ipynb 49
 def platform_deliverer(platforms:dict,             # name -> platform with `send(chat_id, text)` (async or not)
                        loop=None,                  # the event loop the platforms run on (None: run sends directly)
                        timeout:float=60,           # seconds to wait for a send
@@ -261,7 +266,7 @@ def platform_deliverer(platforms:dict,             # name -> platform with `send
         return asyncio.run_coroutine_threadsafe(res, loop).result(timeout)
     return deliver
 
-# %% ../../nbs/63_chat.scheduler.ipynb 41
+# %% ../../nbs/63_chat.scheduler.ipynb 52
 class ActivityCaptureWorker(CaptureWorker):
     "A `CaptureWorker` that also remembers the chats it was shown, for the capture cycle"
     def __init__(self, provider, store, cfg:dict|None=None, max_workers:int=2):
@@ -280,7 +285,7 @@ def track_activity(conv)->ActivityCaptureWorker|None:
     old.close()
     return conv.worker
 
-# %% ../../nbs/63_chat.scheduler.ipynb 42
+# %% ../../nbs/63_chat.scheduler.ipynb 53
 def _uncaptured(mem)->bool: return any(not o.get('captured') for o in mem.load_recent())
 
 @patch
@@ -296,7 +301,7 @@ def capture_cycle(self:Scheduler, now:float|None=None)->int:
         elif worker.submit(mem, now): n += 1
     return n
 
-# %% ../../nbs/63_chat.scheduler.ipynb 45
+# %% ../../nbs/63_chat.scheduler.ipynb 56
 @patch
 def _state(self:Scheduler)->dict:
     try: d = json.loads(self.state_path.read_text(encoding='utf-8'))
@@ -307,6 +312,7 @@ def _state(self:Scheduler)->dict:
 def _mark(self:Scheduler, what:str, now:float):
     with self._locked(): atomic_write(self.state_path, json.dumps({**self._state(), what: now}), mode=0o600)
 
+# %% ../../nbs/63_chat.scheduler.ipynb 58
 @patch
 def cleanup(self:Scheduler, now:float|None=None)->dict:
     "Apply retention to memory files and the index; what was removed"
@@ -314,7 +320,7 @@ def cleanup(self:Scheduler, now:float|None=None)->dict:
     if store is None or store.path == ':memory:': return apply_retention(self.home, store, self.cfg, now)
     with Store(store.path) as own: return apply_retention(self.home, own, self.cfg, now)
 
-# %% ../../nbs/63_chat.scheduler.ipynb 46
+# %% ../../nbs/63_chat.scheduler.ipynb 59
 @patch
 def tick(self:Scheduler, now:float|None=None)->dict:
     "Do what is due: capture cycle, retention, user jobs; what was done"
