@@ -152,6 +152,7 @@ def _mid(m:dict)->str:
     k = _key(m)
     return k if re.fullmatch(r'[0-9a-f]{12}', k) else hashlib.sha256(k.encode('utf-8', 'surrogatepass')).hexdigest()[:12]
 
+# %% ../../nbs/41_memory.capture.ipynb 28
 def _summarise(mem, provider, window, now):
     "(summary, section id) from the model, written to memory.md; (None, None) for nothing notable"
     skill = load_capture_skill(mem.home)
@@ -172,6 +173,7 @@ def _written(mem, window)->tuple|None:
     end = next((i for i, o in enumerate(window) if _mid(o) == sid.split('-')[-1]), len(window) - 1)
     return window[:end + 1], summary, sid, time.mktime(time.strptime(stamp, '%Y-%m-%d %H:%M'))
 
+# %% ../../nbs/41_memory.capture.ipynb 29
 def _capture(mem, provider, store, cfg, now):
     window = mem.load_recent()
     if not window or all(o.get('captured') for o in window): return None
@@ -184,7 +186,7 @@ def _capture(mem, provider, store, cfg, now):
     mem.trim_recent(keep, window, mark_captured=True)
     return summary
 
-# %% ../../nbs/41_memory.capture.ipynb 38
+# %% ../../nbs/41_memory.capture.ipynb 40
 class CaptureWorker:
     "Runs memory captures in background threads: never blocks the caller, one capture at a time per chat"
     def __init__(self, provider,                 # a `multis.answer.llm.Provider`
@@ -198,7 +200,7 @@ class CaptureWorker:
     def __enter__(self): return self
     def __exit__(self, *args): self.close()
 
-# %% ../../nbs/41_memory.capture.ipynb 39
+# %% ../../nbs/41_memory.capture.ipynb 41
 @patch
 def submit(self:CaptureWorker, mem:ChatMemory, now:float|None=None)->bool:
     "Start capturing this chat in the background; False if it is already capturing"
@@ -216,7 +218,7 @@ def maybe_capture(self:CaptureWorker, mem:ChatMemory, window_len:int|None=None, 
     n = len(mem.load_recent()) if window_len is None else window_len
     return n >= int(_mem_cfg(self.cfg, 'capture_threshold')) and self.submit(mem, now)
 
-# %% ../../nbs/41_memory.capture.ipynb 40
+# %% ../../nbs/41_memory.capture.ipynb 42
 @patch
 def _run(self:CaptureWorker, key:str, mem:ChatMemory, now):
     try: self.outcomes[key] = capture(mem, self.provider, self._store(), self.cfg, now)
@@ -238,7 +240,7 @@ def _store(self:CaptureWorker)->Store:
         with self._guard: self._stores.append(self._local.store)
     return self._local.store
 
-# %% ../../nbs/41_memory.capture.ipynb 41
+# %% ../../nbs/41_memory.capture.ipynb 43
 @patch
 def wait(self:CaptureWorker, timeout:float|None=None)->bool:
     "Wait until no capture is running or queued; False if `timeout` seconds passed first"
@@ -259,7 +261,7 @@ def close(self:CaptureWorker, timeout:float|None=None)->bool:
         for s in self._stores: s.close()
     return done
 
-# %% ../../nbs/41_memory.capture.ipynb 47
+# %% ../../nbs/41_memory.capture.ipynb 50
 CONTEXT_MESSAGES, CONTEXT_GAP, CONTEXT_WORDS = 2, 1800, 50
 _MONTHS = 'January February March April May June July August September October November December'.split()
 
@@ -273,7 +275,7 @@ def message_context(window:list, now:float, n:int=CONTEXT_MESSAGES, gap:float=CO
     recent = [o for o in window if isinstance(o.get('ts'), (int, float)) and 0 <= now - o['ts'] <= gap][-n:] if n else []
     return [' '.join(o['content'].split()[:words]) for o in recent]
 
-# %% ../../nbs/41_memory.capture.ipynb 48
+# %% ../../nbs/41_memory.capture.ipynb 51
 def message_chunk_id(mem:ChatMemory, msg_id:str)->str:
     "The index chunk id of a chat's message with this id: saving it again replaces it"
     return 'msg:' + hashlib.sha256(f"{mem.scope}\n{msg_id}".encode('utf-8', 'surrogatepass')).hexdigest()[:16]
@@ -292,7 +294,7 @@ def index_message(store:Store, mem:ChatMemory, role:str, content:str, now:float|
     store.save([c])
     return c
 
-# %% ../../nbs/41_memory.capture.ipynb 49
+# %% ../../nbs/41_memory.capture.ipynb 52
 def _index_entry(store:Store, mem:ChatMemory, m:dict, before:list, new:bool):
     "Index window entry `m` (a repeat only when its chunk is missing, after a crash)"
     cid = message_chunk_id(mem, m['msg_id']) if m.get('msg_id') else None
@@ -309,13 +311,14 @@ def log_message(mem:ChatMemory, role:str, content:str, store:Store|None=None, cf
     if m is not None and store is not None and _mem_cfg(cfg, 'index_raw', False): _index_entry(store, mem, m, before, new)
     return n
 
-# %% ../../nbs/41_memory.capture.ipynb 52
+# %% ../../nbs/41_memory.capture.ipynb 55
 MAX_NOTE = 4000
 
 def show_memory(mem:ChatMemory)->str:
     "The chat's memory.md (without the sections' ids), or a line saying there is none yet"
     return without_ids(mem.load_memory()).strip() or "No memory yet: notes are added as we talk, or with /remember <note>."
 
+# %% ../../nbs/41_memory.capture.ipynb 56
 def remember(mem:ChatMemory, note:str, store:Store, now:float|None=None)->DocChunk:
     "Add a note to memory.md and index it; returns its chunk"
     note, now = (note or '').strip(), _now(now)
@@ -328,12 +331,13 @@ def remember(mem:ChatMemory, note:str, store:Store, now:float|None=None)->DocChu
     store.save([c])
     return c
 
+# %% ../../nbs/41_memory.capture.ipynb 57
 def forget(mem:ChatMemory, store:Store)->int:
     "Clear memory.md and the chat's summaries in the index (logs and window stay); returns chunks removed"
     mem.clear_memory()
     return store.delete_conversation_chunks('memory_summary', mem.scope)
 
-# %% ../../nbs/41_memory.capture.ipynb 56
+# %% ../../nbs/41_memory.capture.ipynb 61
 _LOG_NAME = re.compile(r'\d{4}-\d{2}-\d{2}\.md')
 
 def _prune_logs(chat_dir:Path, cutoff:float)->int:
@@ -349,11 +353,12 @@ def _cutoff(cfg:dict|None, key:str, now:float)->float|None:
     days = _mem_cfg(cfg, key)
     return now - days*DAY if days > 0 else None
 
+# %% ../../nbs/41_memory.capture.ipynb 62
 def _older(stamp:str, cutoff:float)->bool:
     try: return time.mktime(time.strptime(stamp, '%Y-%m-%d %H:%M')) < cutoff
     except (ValueError, OverflowError): return False
 
-# %% ../../nbs/41_memory.capture.ipynb 57
+# %% ../../nbs/41_memory.capture.ipynb 63
 def apply_retention(home:Path|str|None=None, # the multis home; default `multis_home()`
                     store:Store|None=None,   # the index (None: files only)
                     cfg:dict|None=None,      # the config (memory.*_days)

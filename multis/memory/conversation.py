@@ -14,7 +14,7 @@ from .chat import ChatMemory, without_ids
 from .capture import CaptureWorker, log_message
 from ..retrieval.store import Store
 
-# %% ../../nbs/43_memory.conversation.ipynb 5
+# %% ../../nbs/43_memory.conversation.ipynb 6
 class Conversation:
     "Answers chat messages with documents, memory and facts; one per running bot"
     def __init__(self, store:Store, # the shared store
@@ -37,7 +37,7 @@ class Conversation:
     def __enter__(self): return self
     def __exit__(self, *args): self.close()
 
-# %% ../../nbs/43_memory.conversation.ipynb 6
+# %% ../../nbs/43_memory.conversation.ipynb 7
 def _acknowledge(facts:list)->str:
     "One line repeating what was stored, so a misread statement is seen at once"
     by_topic = {}
@@ -48,12 +48,12 @@ def _acknowledge(facts:list)->str:
         return f"your {topic} is {fs[-1].value}"
     return "Noted: " + '; '.join(one(t, fs) for t, fs in by_topic.items()) + '.'
 
-
 def _window(mem:ChatMemory, msg_id:str|None=None)->list:
     "The window as prompt turns (a contact's words keep their mark and speaker), without the message `msg_id`"
     keep = ('role', 'content', 'untrusted', 'speaker')
     return [{k: m[k] for k in keep if k in m} for m in mem.load_recent() if msg_id is None or m.get('msg_id') != msg_id]
 
+# %% ../../nbs/43_memory.conversation.ipynb 8
 def _reply_id(msg_id)->str|None:
     "The id the reply to message `msg_id` is logged under"
     if msg_id is None: return None
@@ -65,7 +65,7 @@ def _taken(mem:ChatMemory, msg_id:str)->bool:
     window, seen = mem._load_window()
     return msg_id in seen or any(m.get('msg_id') == msg_id for m in window)
 
-# %% ../../nbs/43_memory.conversation.ipynb 7
+# %% ../../nbs/43_memory.conversation.ipynb 9
 @patch
 def reply(self:Conversation, chat_id,        # the platform's chat id
           text:str,                            # the user's message
@@ -95,6 +95,7 @@ def _answer(self:Conversation, mem:ChatMemory, text:str, is_owner:bool, now:floa
     return ask_config(text, self.store, self.cfg, scopes=None if is_owner else ['kb', mem.scope], memory=without_ids(mem.load_memory()),
                       recent=before, provider=self.provider, now=now, detail=is_owner, contact=contact)
 
+# %% ../../nbs/43_memory.conversation.ipynb 10
 @patch
 def _after(self:Conversation, mem:ChatMemory, n:int, now:float):
     if self.worker: self.worker.maybe_capture(mem, n, now)
