@@ -23,7 +23,7 @@ class ParseError(MultisError):
         self.path,self.reason = str(path),reason
         super().__init__(f"{Path(path).name}: {reason}")
 
-# %% ../nbs/00_core.ipynb 9
+# %% ../nbs/00_core.ipynb 10
 ELEMENT_TYPES = ('section', 'paragraph', 'memory_summary', 'table')
 DOCUMENT_TYPES = ('pdf', 'docx', 'md', 'txt', 'conversation')
 
@@ -39,7 +39,7 @@ def chunk_id_for(file_path:str, # absolute path of the source file
     h = hashlib.sha256(f"{file_path}:{name}:{content[:200]}".encode('utf-8', 'surrogatepass')).hexdigest()
     return f"doc:{h[:16]}"
 
-# %% ../nbs/00_core.ipynb 11
+# %% ../nbs/00_core.ipynb 12
 @dataclass
 class DocChunk:
     "One searchable piece of a document, with where it came from"
@@ -64,7 +64,7 @@ class DocChunk:
         if not self.chunk_id: self.chunk_id = chunk_id_for(self.file_path, self.name, self.content)
         if not self.token_count: self.token_count = token_estimate(self.content)
 
-# %% ../nbs/00_core.ipynb 14
+# %% ../nbs/00_core.ipynb 15
 def chunk_to_dict(c:DocChunk)->dict:
     "A `DocChunk` as a plain, JSON-serialisable dict"
     return asdict(c)
@@ -74,7 +74,7 @@ def chunk_from_dict(d:dict)->DocChunk:
     keys = DocChunk.__dataclass_fields__
     return DocChunk(**{k:v for k,v in d.items() if k in keys})
 
-# %% ../nbs/00_core.ipynb 17
+# %% ../nbs/00_core.ipynb 18
 def _where(c:DocChunk)->str:
     path = ' > '.join(c.section_path) or c.name
     if c.page_start is None: return path
@@ -86,7 +86,7 @@ def _repr_markdown_(self:DocChunk):
     text = self.content[:300] + ('…' if len(self.content) > 300 else '')
     return f"**{Path(self.file_path).name}** · {_where(self)} · `{self.element_type}` · `{self.scope}`\n\n> {text}"
 
-# %% ../nbs/00_core.ipynb 21
+# %% ../nbs/00_core.ipynb 22
 def multis_home()->Path:
     "The multis home folder: `$MULTIS_HOME` if set, else `~/.multis`"
     env = os.environ.get('MULTIS_HOME', '').strip()
@@ -96,7 +96,7 @@ def home_path(*parts:str)->Path:
     "A path inside the multis home"
     return multis_home().joinpath(*parts)
 
-# %% ../nbs/00_core.ipynb 24
+# %% ../nbs/00_core.ipynb 25
 def atomic_write(path:Path|str,   # file to write
                  text:str,        # its new content
                  mode:int|None=None, # permissions, e.g. 0o600
@@ -114,7 +114,7 @@ def atomic_write(path:Path|str,   # file to write
         if tmp.exists(): tmp.unlink()
     return path
 
-# %% ../nbs/00_core.ipynb 27
+# %% ../nbs/00_core.ipynb 28
 class LazyModule:
     "A module that is imported on first attribute access"
     def __init__(self, name:str): self.__dict__.update(_name=name, _mod=None)

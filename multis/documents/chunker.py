@@ -11,7 +11,7 @@ from copy import deepcopy
 from dataclasses import replace
 from ..core import DocChunk
 
-# %% ../../nbs/11_documents.chunker.ipynb 5
+# %% ../../nbs/11_documents.chunker.ipynb 6
 SEPARATORS = ('. ', '! ', '? ', '\n\n', '\n')
 
 def _cut(window:str, # the next `size` characters of the text, from the part's start
@@ -22,7 +22,7 @@ def _cut(window:str, # the next `size` characters of the text, from the part's s
         if i >= len(window)//2: return i + len(sep)
     return len(window)
 
-# %% ../../nbs/11_documents.chunker.ipynb 8
+# %% ../../nbs/11_documents.chunker.ipynb 9
 def _check_sizes(size:int, overlap:int):
     "Refuse a size and overlap that could not make progress"
     if overlap < 0: raise ValueError(f"overlap must be 0 or more, got {overlap}")
@@ -42,7 +42,7 @@ def split_text(text:str,        # the text to split
         start = end - overlap
     return spans + [(start, len(text))]
 
-# %% ../../nbs/11_documents.chunker.ipynb 10
+# %% ../../nbs/11_documents.chunker.ipynb 11
 def text_parts(text:str,        # the text to split
                size:int=2000,   # longest part, in characters
                overlap:int=200, # characters each part shares with the next
@@ -50,7 +50,7 @@ def text_parts(text:str,        # the text to split
     "The parts of `text` as strings (see `split_text`)"
     return [text[s:e] for s,e in split_text(text, size, overlap)]
 
-# %% ../../nbs/11_documents.chunker.ipynb 24
+# %% ../../nbs/11_documents.chunker.ipynb 25
 def _page_at(page_starts:list, pos:int, default:int|None)->int|None:
     "Page holding character `pos`, given sorted [offset, page] pairs"
     i = bisect_right([o for o,_ in page_starts], pos) - 1
@@ -61,7 +61,7 @@ def _span_pages(c:DocChunk, page_starts:list, start:int, end:int)->tuple:
     if not page_starts: return c.page_start, c.page_end
     return _page_at(page_starts, start, c.page_start), _page_at(page_starts, max(start, end-1), c.page_start)
 
-# %% ../../nbs/11_documents.chunker.ipynb 26
+# %% ../../nbs/11_documents.chunker.ipynb 27
 def _part(c:DocChunk, meta:dict, page_starts:list, i:int, total:int, start:int, end:int)->DocChunk:
     "Part `i` of `total` of section `c`: the span [start, end) of its content"
     first, last = _span_pages(c, page_starts, start, end)
@@ -81,7 +81,7 @@ def chunk_section(c:DocChunk,       # a section from a parser
     spans = split_text(c.content, size, overlap)
     return [_part(c, meta, page_starts, i, len(spans), s, e) for i,(s,e) in enumerate(spans)]
 
-# %% ../../nbs/11_documents.chunker.ipynb 36
+# %% ../../nbs/11_documents.chunker.ipynb 37
 def chunk_all(chunks:list,     # sections from a parser, in document order
               size:int=2000,   # longest part, in characters
               overlap:int=200, # characters each part shares with the next

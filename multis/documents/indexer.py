@@ -19,7 +19,7 @@ from .chunker import chunk_all
 from ..retrieval.store import Store
 from ..retrieval.search import check_scopes
 
-# %% ../../nbs/12_documents.indexer.ipynb 5
+# %% ../../nbs/12_documents.indexer.ipynb 6
 _KEYS = dict(max_mb='max_file_mb', max_pages='max_pages', timeout='parse_timeout', max_text_mb='max_text_mb',
              max_chunks_per_file='max_chunks_per_file', max_memory_mb='max_parse_memory_mb',
              max_unzipped_mb='max_unzipped_mb', max_zip_entries='max_zip_entries', max_zip_ratio='max_zip_ratio')
@@ -51,7 +51,7 @@ class IndexLimits:
                     max_chunks=self.max_chunks_per_file, max_unzipped_mb=self.max_unzipped_mb,
                     max_zip_entries=self.max_zip_entries, max_zip_ratio=self.max_zip_ratio)
 
-# %% ../../nbs/12_documents.indexer.ipynb 8
+# %% ../../nbs/12_documents.indexer.ipynb 9
 def _relabel(chunks:list, scope:str, file_path:str|None=None)->list:
     ids = {}
     for c in chunks:
@@ -70,7 +70,7 @@ def _unique_ids(chunks:list)->list:
         if n > 1: c.chunk_id = f"{c.chunk_id}~{n}"
     return chunks
 
-# %% ../../nbs/12_documents.indexer.ipynb 9
+# %% ../../nbs/12_documents.indexer.ipynb 10
 def _number(chunks:list)->list:
     "Give each chunk its place in the file: `chunk_index` and `chunk_total`"
     for i, c in enumerate(chunks): c.chunk_index, c.chunk_total = i, len(chunks)
@@ -80,11 +80,11 @@ def prepare_chunks(chunks:list, scope:str, file_path:str|None=None)->list:
     "Scope, relabel, split and number parsed chunks, ready for the store"
     return _number(_unique_ids(chunk_all(_relabel(chunks, scope, file_path))))
 
-# %% ../../nbs/12_documents.indexer.ipynb 12
+# %% ../../nbs/12_documents.indexer.ipynb 14
 class ScopeRefused(MultisError):
     "A file the caller may not change: it is stored under a scope outside the caller's writable scopes"
 
-# %% ../../nbs/12_documents.indexer.ipynb 13
+# %% ../../nbs/12_documents.indexer.ipynb 15
 def _check_writable(path:Path, scope:str, states:list, writable)->None:
     "A `ScopeRefused` unless the caller may write `scope` and every scope `path` is already stored under"
     if writable is None: return
@@ -100,14 +100,14 @@ def _checked(path:Path, path_check=None)->Path:
     if path_check is not None: path_check(real)
     return real
 
-# %% ../../nbs/12_documents.indexer.ipynb 14
+# %% ../../nbs/12_documents.indexer.ipynb 16
 def _capped(chunks:list, path:Path, limits)->list:
     "`chunks`, or a `ParseError` when there are more than the limits allow"
     if len(chunks) > limits.max_chunks_per_file: raise ParseError(path, f"{len(chunks):,} chunks is over the "
         f"{limits.max_chunks_per_file:,}-chunk cap (indexing.max_chunks_per_file)")
     return chunks
 
-# %% ../../nbs/12_documents.indexer.ipynb 16
+# %% ../../nbs/12_documents.indexer.ipynb 18
 @dataclass
 class IndexResult:
     "What happened to one file"
@@ -116,7 +116,7 @@ class IndexResult:
     chunks:int=0         # chunks stored
     error:str=''         # why it failed
 
-# %% ../../nbs/12_documents.indexer.ipynb 17
+# %% ../../nbs/12_documents.indexer.ipynb 19
 def file_sha256(path:Path)->str:
     "Hex sha256 of a file's bytes"
     h = hashlib.sha256()
@@ -131,7 +131,7 @@ def _unchanged(old:dict|None, st:os.stat_result, scope:str, path:Path)->tuple:
     sha = file_sha256(path)
     return old['size'] == st.st_size and old['sha256'] == sha, sha
 
-# %% ../../nbs/12_documents.indexer.ipynb 18
+# %% ../../nbs/12_documents.indexer.ipynb 20
 def read_file(store:Store, path:Path, scope:str, limits:IndexLimits, force:bool=False, *,
               path_check=None, writable=None)->tuple:
     "(IndexResult, (file_path, chunks, state) to store, or None when the file is unchanged)"
@@ -160,7 +160,7 @@ def index_file(store:Store, path:str|Path,  # the file to index
     if item: store.replace_files([item])
     return res
 
-# %% ../../nbs/12_documents.indexer.ipynb 25
+# %% ../../nbs/12_documents.indexer.ipynb 28
 @dataclass
 class IndexSummary:
     "What indexing a folder did"
@@ -177,7 +177,7 @@ class IndexSummary:
              f"{len(self.failed)} failed" + (f", {len(self.removed)} removed" if self.removed else ''))
         return '\n'.join([s] + [f"  failed: {r.error}" for r in self.failed])
 
-# %% ../../nbs/12_documents.indexer.ipynb 26
+# %% ../../nbs/12_documents.indexer.ipynb 29
 def find_documents(folder:Path, recursive:bool=True)->list:
     "Supported files under `folder`, sorted, without hidden or lock files"
     files = folder.rglob('*') if recursive else folder.glob('*')
@@ -187,7 +187,7 @@ def find_documents(folder:Path, recursive:bool=True)->list:
                 and not any(part.startswith('.') for part in rel))
     return sorted(p for p in files if keep(p))
 
-# %% ../../nbs/12_documents.indexer.ipynb 27
+# %% ../../nbs/12_documents.indexer.ipynb 30
 def _read_one(store:Store, p:Path, scope:str, limits:IndexLimits, **kw)->tuple:
     "`read_file`, with any refusal as a failed `IndexResult`"
     try: return read_file(store, p, scope, limits, **kw)
@@ -219,7 +219,7 @@ def index_directory(store:Store, folder:str|Path, # the folder to index
     res.removed = _remove_missing(store, folder, recursive, writable)
     return res
 
-# %% ../../nbs/12_documents.indexer.ipynb 28
+# %% ../../nbs/12_documents.indexer.ipynb 31
 def _remove_missing(store:Store, folder:Path, recursive:bool, writable=None)->list:
     "Remove the files indexed from `folder` (in a scope the caller may change) that are gone from the disk"
     gone = [f['file_path'] for f in store.files() if (writable is None or f['scope'] in writable) and
@@ -228,7 +228,7 @@ def _remove_missing(store:Store, folder:Path, recursive:bool, writable=None)->li
     for f in gone: store.delete_file(f)
     return gone
 
-# %% ../../nbs/12_documents.indexer.ipynb 33
+# %% ../../nbs/12_documents.indexer.ipynb 36
 def _safe_name(filename:str)->str:
     name = re.sub(r'[\x00-\x1f/\\:]+', '_', Path(str(filename).replace('\\', '/')).name).strip(' .')
     return name or 'upload'

@@ -124,7 +124,7 @@ def parse_text(path)->list[DocChunk]:
     path = _resolve(path)
     return _chunks(path, 'txt', [(0, None, _read_text(path), {})])
 
-# %% ../../nbs/10_documents.parsers.ipynb 37
+# %% ../../nbs/10_documents.parsers.ipynb 39
 _FRONT = re.compile(r'---[ \t]*\n(.*?)^(?:---|\.\.\.)[ \t]*$\n?', re.S | re.M)
 
 def _front_matter(text:str)->tuple:
@@ -134,7 +134,7 @@ def _front_matter(text:str)->tuple:
     t = re.search(r'^title:[ \t]*(.+?)[ \t]*$', m.group(1), re.M)
     return text[m.end():], (t.group(1).strip('\'"').strip() or None) if t else None
 
-# %% ../../nbs/10_documents.parsers.ipynb 39
+# %% ../../nbs/10_documents.parsers.ipynb 41
 _MD = MarkdownIt('commonmark')                                  # headings' own text (inline markup)
 _MD_BLOCKS = MarkdownIt('commonmark'); _MD_BLOCKS.core.ruler.disable('inline')  # where the headings are
 
@@ -151,7 +151,7 @@ def _md_headings(text:str)->list:
           for i,t in enumerate(toks) if t.type == 'heading_open' and t.level == 0]
     return [h for h in hs if h[3]]
 
-# %% ../../nbs/10_documents.parsers.ipynb 43
+# %% ../../nbs/10_documents.parsers.ipynb 45
 def _md_parts(text:str, pre_title:str|None=None)->list:
     "Parts of a Markdown text: the lines before the first heading, then each heading with its lines"
     lines, hs = text.split('\n'), _md_headings(text)
@@ -160,7 +160,7 @@ def _md_parts(text:str, pre_title:str|None=None)->list:
     ends = [h[0] for h in hs[1:]] + [len(lines)]
     return parts + [(level, title, '\n'.join(lines[after:end]), {}) for (_,after,level,title),end in zip(hs, ends)]
 
-# %% ../../nbs/10_documents.parsers.ipynb 45
+# %% ../../nbs/10_documents.parsers.ipynb 47
 def parse_markdown(path)->list[DocChunk]:
     "A Markdown file as one chunk per heading, plus the text before the first heading"
     path = _resolve(path)
@@ -168,7 +168,7 @@ def parse_markdown(path)->list[DocChunk]:
     if not body.strip(): raise ParseError(path, 'no text found')
     return _chunks(path, 'md', _md_parts(body, title))
 
-# %% ../../nbs/10_documents.parsers.ipynb 49
+# %% ../../nbs/10_documents.parsers.ipynb 51
 def _is_toc(sdt)->bool:
     "Is this content control a table of contents?"
     g = sdt.find(f"{qn('w:sdtPr')}/{qn('w:docPartObj')}/{qn('w:docPartGallery')}")
@@ -183,7 +183,7 @@ def _body_items(el, parent):
             content = child.find(qn('w:sdtContent'))
             if content is not None: yield from _body_items(content, parent)
 
-# %% ../../nbs/10_documents.parsers.ipynb 51
+# %% ../../nbs/10_documents.parsers.ipynb 53
 _HEADING = re.compile(r'heading ?([1-6])$', re.I)
 
 def _style_level(s:str)->int:
@@ -196,7 +196,7 @@ def _heading_level(p:Paragraph)->int:
     "Heading level of a paragraph from its style name or raw style id, 0 for body text"
     return _style_level(p.style.name or '') or _style_level(p._p.style or '')
 
-# %% ../../nbs/10_documents.parsers.ipynb 54
+# %% ../../nbs/10_documents.parsers.ipynb 56
 def _row_text(row)->str:
     "A table row as `a | b | c`, merged cells once"
     cells, prev = [], None
@@ -209,7 +209,7 @@ def _table_text(t:Table)->str:
     "A table as text, one line per non-empty row"
     return '\n'.join(line for line in map(_row_text, t.rows) if line.strip(' |'))
 
-# %% ../../nbs/10_documents.parsers.ipynb 58
+# %% ../../nbs/10_documents.parsers.ipynb 60
 def _docx_parts(doc)->list:
     "Parts of a Word document: each heading with the paragraph and table text that follows it"
     parts, cur, buf = [], (0, None), []
@@ -221,7 +221,7 @@ def _docx_parts(doc)->list:
         elif text: buf.append(item.text.strip())
     return parts + [(*cur, '\n'.join(buf), {})]
 
-# %% ../../nbs/10_documents.parsers.ipynb 60
+# %% ../../nbs/10_documents.parsers.ipynb 62
 def _zip_problem(infos:list, max_unzipped_mb:float, max_entries:int, max_ratio:float)->str|None:
     "Why a zip directory is over a cap, or None"
     if len(infos) > max_entries:
@@ -246,7 +246,7 @@ def check_zip(path:Path,                 # a zip-based document (DOCX)
     if why := _zip_problem(infos, max_unzipped_mb, max_entries, max_ratio): raise ParseError(path, why)
     return path
 
-# %% ../../nbs/10_documents.parsers.ipynb 62
+# %% ../../nbs/10_documents.parsers.ipynb 64
 def _open_docx(path:Path, caps:tuple=()):
     "The python-docx Document, or a `ParseError`; `caps` are `check_zip`'s, checked before anything is unzipped"
     if not zipfile.is_zipfile(path): raise ParseError(path, 'not a valid DOCX file (not a zip archive)')
@@ -267,7 +267,7 @@ def parse_docx(path,                       # Word file
     if not any(t.strip() or title for _,title,t,_ in parts): raise ParseError(path, 'no text found')
     return _chunks(path, 'docx', parts)
 
-# %% ../../nbs/10_documents.parsers.ipynb 74
+# %% ../../nbs/10_documents.parsers.ipynb 76
 def _pdf_problem(doc, max_pages:int)->str|None:
     "Why an open document cannot be indexed whole, or None"
     return ('not a readable PDF (not a PDF file)' if not doc.is_pdf else
@@ -285,7 +285,7 @@ def _open_pdf(path:Path, max_pages:int):
     if problem: doc.close(); raise ParseError(path, problem)
     return doc
 
-# %% ../../nbs/10_documents.parsers.ipynb 76
+# %% ../../nbs/10_documents.parsers.ipynb 78
 _FLAGS = pymupdf.TEXTFLAGS_TEXT & ~pymupdf.TEXT_PRESERVE_LIGATURES
 _Page = namedtuple('_Page', 'text offsets heights')
 
@@ -306,7 +306,7 @@ def _read_page(page, blocks:bool=True)->_Page:
         texts.append(b[4]); offsets.append(n); heights.append(_heights(b, rm)); n += len(b[4])
     return _Page(''.join(texts), offsets, heights)
 
-# %% ../../nbs/10_documents.parsers.ipynb 79
+# %% ../../nbs/10_documents.parsers.ipynb 81
 def _outline_items(item):
     "Outline items in `get_toc` order"
     while item is not None:
@@ -321,7 +321,7 @@ def _dest_y(doc, item, pno:int)->float|None:
     except Exception: return None
     return max(y, 0.0) if page == pno - 1 and not math.isnan(y) else None
 
-# %% ../../nbs/10_documents.parsers.ipynb 80
+# %% ../../nbs/10_documents.parsers.ipynb 82
 def _read_toc(doc)->list:
     "The outline as `(level, title, page, destination y)`; none if it is broken"
     try: toc = doc.get_toc()
@@ -330,7 +330,7 @@ def _read_toc(doc)->list:
     ys = [_dest_y(doc, o, e[2]) for o,e in zip(items, toc)] if len(items) == len(toc) else [None] * len(toc)
     return [(lvl, title, pno, y) for (lvl,title,pno),y in zip(toc, ys)]
 
-# %% ../../nbs/10_documents.parsers.ipynb 81
+# %% ../../nbs/10_documents.parsers.ipynb 83
 def _read_pdf(path:Path, doc, max_text_mb:float|None=None)->tuple:
     "`(pages, outline)`: every page read once (stopping once the text is over the cap), and the outline"
     try:
@@ -343,7 +343,7 @@ def _read_pdf(path:Path, doc, max_text_mb:float|None=None)->tuple:
     except ParseError: raise
     except Exception as e: raise ParseError(path, f"not a readable PDF ({_reason(e, path)})") from None
 
-# %% ../../nbs/10_documents.parsers.ipynb 86
+# %% ../../nbs/10_documents.parsers.ipynb 89
 def _title_matches(text:str, title:str, after:int)->list:
     "Offsets where `title` occurs in `text` from `after` on, ignoring case and whitespace"
     words = title.split()
@@ -356,7 +356,7 @@ def _block(page:_Page, offset:int)->tuple:
     end = page.offsets[i+1] if i + 1 < len(page.offsets) else len(page.text)
     return page.offsets[i], end, *page.heights[i]
 
-# %% ../../nbs/10_documents.parsers.ipynb 87
+# %% ../../nbs/10_documents.parsers.ipynb 90
 def _cost(page:_Page, offset:int, y:float)->float:
     "How far the line holding `offset` lies from height `y`; lines above `y` count three times"
     start, end, top, bottom = _block(page, offset)
@@ -364,7 +364,7 @@ def _cost(page:_Page, offset:int, y:float)->float:
     d = top + (bottom - top) * lines.count('\n', 0, offset - start) / max(lines.count('\n'), 1) - y
     return d if d >= 0 else -3 * d
 
-# %% ../../nbs/10_documents.parsers.ipynb 90
+# %% ../../nbs/10_documents.parsers.ipynb 93
 def _heading_start(page:_Page, offset:int, after:int)->int:
     "Move a heading's offset back over a section number before it in its block"
     start = _block(page, offset)[0]
@@ -379,7 +379,7 @@ def _locate(page:_Page, title:str, y:float|None, after:int=0)->int|None:
     if y is None: return None
     return next((o for o,(_,bottom) in zip(page.offsets, page.heights) if o >= after and bottom > y), None)
 
-# %% ../../nbs/10_documents.parsers.ipynb 93
+# %% ../../nbs/10_documents.parsers.ipynb 96
 def _entry_positions(pages:list, toc:list)->list:
     "Start `(page index, offset)` of each outline entry, never before the previous one"
     res, prev = [], (0, 0)
@@ -391,7 +391,7 @@ def _entry_positions(pages:list, toc:list)->list:
         res.append(prev)
     return res
 
-# %% ../../nbs/10_documents.parsers.ipynb 97
+# %% ../../nbs/10_documents.parsers.ipynb 100
 def _tidy(text:str)->str:
     "Text without trailing spaces on its lines, blank lines collapsed to one"
     return re.sub(r'\n{3,}', '\n\n', re.sub(r'[ \t\xa0]+\n', '\n', text)).strip()
@@ -406,7 +406,7 @@ def _span(pages:list, start:tuple, end:tuple)->tuple:
         starts.append([n, p + 1]); pieces.append(piece); n += len(piece)
     return '\n'.join(pieces), starts
 
-# %% ../../nbs/10_documents.parsers.ipynb 98
+# %% ../../nbs/10_documents.parsers.ipynb 101
 def _pdf_part(level:int, title:str|None, pages:list, start:tuple, end:tuple)->tuple:
     "A part for the span `start`-`end`, with its pages (and `page_starts` when it spans several)"
     text, starts = _span(pages, start, end)
@@ -414,7 +414,7 @@ def _pdf_part(level:int, title:str|None, pages:list, start:tuple, end:tuple)->tu
     meta = {'page_starts': starts} if last > first else {}
     return (level, title, text, dict(page_start=first, page_end=last, metadata=meta))
 
-# %% ../../nbs/10_documents.parsers.ipynb 102
+# %% ../../nbs/10_documents.parsers.ipynb 105
 def _outline_parts(pages:list, toc:list)->list:
     "Parts of an outlined PDF: the text before the first entry, then one per entry up to the next entry"
     pos = _entry_positions(pages, toc)
@@ -425,7 +425,7 @@ def _outline_parts(pages:list, toc:list)->list:
         parts.append(_pdf_part(level, title.strip() or '(untitled)', pages, start, end))
     return parts
 
-# %% ../../nbs/10_documents.parsers.ipynb 104
+# %% ../../nbs/10_documents.parsers.ipynb 107
 def _page_parts(path:Path, pages:list)->list:
     "Parts of a PDF without outline: one per page with text, or one for a short document"
     if len(pages) == 1 or sum(len(p.text.strip()) for p in pages) < 500:
@@ -433,7 +433,7 @@ def _page_parts(path:Path, pages:list)->list:
     return [(0, f"{path.name} (page {i})", p.text, dict(page_start=i, page_end=i))
             for i,p in enumerate(pages, 1) if p.text.strip()]
 
-# %% ../../nbs/10_documents.parsers.ipynb 106
+# %% ../../nbs/10_documents.parsers.ipynb 109
 def parse_pdf(path,                        # PDF file
               max_pages:int=2000,          # page cap: longer documents are refused
               max_text_mb:float|None=None, # text cap: documents with more text are refused
@@ -446,7 +446,7 @@ def parse_pdf(path,                        # PDF file
     if not any(p.text.strip() for p in pages): raise ParseError(path, 'no extractable text (scanned PDF?)')
     return _chunks(path, 'pdf', _outline_parts(pages, toc) if toc else _page_parts(path, pages))
 
-# %% ../../nbs/10_documents.parsers.ipynb 122
+# %% ../../nbs/10_documents.parsers.ipynb 125
 def _parse_kind(path:Path, kind:str, max_pages:int, max_text_mb:float|None, zip_caps:tuple)->list[DocChunk]:
     "Chunks from the parser for `kind`"
     if kind == 'pdf': return parse_pdf(path, max_pages, max_text_mb)
@@ -460,7 +460,7 @@ def _within_caps(path:Path, chunks:list, max_text_mb:float|None, max_chunks:int|
         raise ParseError(path, f"{len(chunks):,} sections is over the {max_chunks:,}-chunk cap (indexing.max_chunks_per_file)")
     return chunks
 
-# %% ../../nbs/10_documents.parsers.ipynb 123
+# %% ../../nbs/10_documents.parsers.ipynb 126
 def parse_file(path,                         # file to parse
                max_bytes:int=10*1024*1024,   # size cap
                max_pages:int=2000,           # page cap for PDFs

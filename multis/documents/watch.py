@@ -47,7 +47,7 @@ def wanted(path:Path, entry:dict)->bool:
     if not entry['recursive'] and len(rel) > 1: return False
     return path.suffix.lower() in SUPPORTED and not path.name.startswith('~$') and not any(p.startswith('.') for p in rel)
 
-# %% ../../nbs/13_documents.watch.ipynb 12
+# %% ../../nbs/13_documents.watch.ipynb 13
 _IGNORED = {'opened', 'closed_no_write', 'attrib'}
 
 class _Handler(FileSystemEventHandler):
@@ -76,7 +76,7 @@ class Watcher:
     def __enter__(self): return self.start()
     def __exit__(self, *a): self.stop()
 
-# %% ../../nbs/13_documents.watch.ipynb 13
+# %% ../../nbs/13_documents.watch.ipynb 14
 @patch
 def touch(self:Watcher, path:Path, entry:dict):
     "Note an event on `path`: due `debounce` seconds from now"
@@ -98,7 +98,7 @@ def _take_due(self:Watcher)->list:
             self.cond.wait(None if nxt is None else nxt - now)
         return []
 
-# %% ../../nbs/13_documents.watch.ipynb 15
+# %% ../../nbs/13_documents.watch.ipynb 16
 @patch
 def _sync(self:Watcher, st:Store, path:Path, entry:dict):
     "Index, re-index or remove `path` to match the disk"
@@ -120,7 +120,7 @@ def _record(self:Watcher, path:str, status:str, error:str=''):
     if status == 'failed': self.errors.append((path, error)); log.error("watch: %s", error)
     else: log.info("watch: %s %s", status, path)
 
-# %% ../../nbs/13_documents.watch.ipynb 16
+# %% ../../nbs/13_documents.watch.ipynb 17
 @patch
 def _safe_sync(self:Watcher, st:Store, path:Path, entry:dict):
     try: self._sync(st, path, entry)
@@ -128,7 +128,7 @@ def _safe_sync(self:Watcher, st:Store, path:Path, entry:dict):
     except Exception as e:
         log.exception("watch: %s failed", path); self._record(str(path), 'failed', f"{path.name}: {type(e).__name__}: {e}")
 
-# %% ../../nbs/13_documents.watch.ipynb 17
+# %% ../../nbs/13_documents.watch.ipynb 18
 @patch
 def _run(self:Watcher):
     "The worker: initial scan, then due paths until stopped"
@@ -150,7 +150,7 @@ def start(self:Watcher)->Watcher:
     self.worker = threading.Thread(target=self._run, name='multis-watch', daemon=True); self.worker.start()
     return self
 
-# %% ../../nbs/13_documents.watch.ipynb 18
+# %% ../../nbs/13_documents.watch.ipynb 19
 @patch
 def stop(self:Watcher, timeout:float=10):
     "Stop watching; pending changes not yet due are dropped (the next start's scan picks them up)"

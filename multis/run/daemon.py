@@ -26,21 +26,21 @@ from ..chat.platform import get_platform, platform_names
 from ..chat.router import Router
 from ..chat.scheduler import Scheduler, platform_deliverer, track_activity
 
-# %% ../../nbs/80_run.daemon.ipynb 6
+# %% ../../nbs/80_run.daemon.ipynb 7
 log = logging.getLogger('multis.run.daemon')
 
-# %% ../../nbs/80_run.daemon.ipynb 7
+# %% ../../nbs/80_run.daemon.ipynb 8
 def _home(home=None)->Path: return Path(home) if home is not None else multis_home()
 def lock_path(home=None)->Path: return _home(home)/'run'/'multis.lock'
 
-# %% ../../nbs/80_run.daemon.ipynb 8
+# %% ../../nbs/80_run.daemon.ipynb 9
 def pid_path(home=None)->Path: return _home(home)/'run'/'multis.pid'
 def state_path(home=None)->Path: return _home(home)/'run'/'daemon.json'
 
-# %% ../../nbs/80_run.daemon.ipynb 9
+# %% ../../nbs/80_run.daemon.ipynb 10
 def log_path(home=None)->Path: return _home(home)/'logs'/'daemon.log'
 
-# %% ../../nbs/80_run.daemon.ipynb 10
+# %% ../../nbs/80_run.daemon.ipynb 11
 def _read_pid(home)->int|None:
     try: return int(pid_path(home).read_text().strip())
     except (OSError, ValueError): return None
@@ -50,7 +50,7 @@ def _read_state(home)->dict:
     except (OSError, ValueError): return {}
     return d if isinstance(d, dict) else {}
 
-# %% ../../nbs/80_run.daemon.ipynb 13
+# %% ../../nbs/80_run.daemon.ipynb 14
 def _try_lock(home)->FileLock|None:
     "The daemon lock, acquired; None when a running daemon holds it"
     lock_path(home).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -74,7 +74,7 @@ def daemon_state(home=None)->dict:
     finally: lock.release()
     return dict(running=False, stale_pid=stale)
 
-# %% ../../nbs/80_run.daemon.ipynb 19
+# %% ../../nbs/80_run.daemon.ipynb 20
 def enabled_platforms(cfg:dict)->list:
     "The names of the platforms the config enables: those the registry knows, then any other `platforms.<name>`"
     names = dict.fromkeys([*platform_names(), *(cfg_get(cfg, 'platforms') or {})])
@@ -85,7 +85,7 @@ def platform_class(name:str):
     try: return get_platform(name)
     except MultisError as e: raise MultisError(f"{name} is enabled but {e}") from None
 
-# %% ../../nbs/80_run.daemon.ipynb 22
+# %% ../../nbs/80_run.daemon.ipynb 23
 class Daemon:
     "A running multis: store, conversation, router, scheduler and chat platforms"
     def __init__(self, home=None,              # the multis home; default `multis_home()`
@@ -107,7 +107,7 @@ class Daemon:
 
     def __repr__(self): return f"Daemon(platforms={sorted(self.platforms)})"
 
-# %% ../../nbs/80_run.daemon.ipynb 23
+# %% ../../nbs/80_run.daemon.ipynb 24
 @patch
 def _build_platforms(self:Daemon)->dict:
     res = {}
@@ -118,13 +118,13 @@ def _build_platforms(self:Daemon)->dict:
             log.error("%s could not be set up: %s", name, e)
     return res
 
-# %% ../../nbs/80_run.daemon.ipynb 25
+# %% ../../nbs/80_run.daemon.ipynb 26
 def no_platform_note()->str:
     "The warning when no platform is enabled, naming the keys that enable one"
     keys = ' or '.join(f'platforms.{n}.enabled' for n in platform_names())
     return f"no chat platform is enabled: only the scheduler runs (set {keys} in config.json, or run `multis init`)"
 
-# %% ../../nbs/80_run.daemon.ipynb 26
+# %% ../../nbs/80_run.daemon.ipynb 27
 @patch
 async def startup(self:Daemon):
     "Start the platforms and connect the scheduler's delivery to them"
@@ -137,14 +137,14 @@ async def startup(self:Daemon):
     if not self.platforms: log.warning(no_platform_note() if not self.status else "no chat platform is running: only the scheduler runs")
     await asyncio.to_thread(self.start_local)
 
-# %% ../../nbs/80_run.daemon.ipynb 27
+# %% ../../nbs/80_run.daemon.ipynb 28
 @patch
 async def tick(self:Daemon)->dict:
     "Run the scheduler's due work in a worker thread; what was done"
     try: return await asyncio.to_thread(self.scheduler.tick)
     except Exception: log.exception("scheduler tick failed"); return {}
 
-# %% ../../nbs/80_run.daemon.ipynb 28
+# %% ../../nbs/80_run.daemon.ipynb 29
 @patch
 async def shutdown(self:Daemon):
     "Stop the platforms gracefully, finish memory captures, close the store"
@@ -160,7 +160,7 @@ def close(self:Daemon):
     self.conv.close()
     self.store.close()
 
-# %% ../../nbs/80_run.daemon.ipynb 30
+# %% ../../nbs/80_run.daemon.ipynb 31
 @patch
 def start_local(self:Daemon):
     "Start the watched folders and, if `service.enabled`, the memory service; a failure is logged, not fatal"
@@ -189,7 +189,7 @@ def stop_local(self:Daemon):
             except Exception: log.exception("%s did not stop cleanly", name)
             setattr(self, name, None)
 
-# %% ../../nbs/80_run.daemon.ipynb 32
+# %% ../../nbs/80_run.daemon.ipynb 33
 @patch
 async def serve(self:Daemon, stop:asyncio.Event, # set it to stop
                 on_ready:Callable|None=None):    # called once started
@@ -203,7 +203,7 @@ async def serve(self:Daemon, stop:asyncio.Event, # set it to stop
             except asyncio.TimeoutError: pass
     finally: await self.shutdown()
 
-# %% ../../nbs/80_run.daemon.ipynb 41
+# %% ../../nbs/80_run.daemon.ipynb 42
 class RedactingFormatter(logging.Formatter):
     "A log formatter that replaces the given secrets (and their tracebacks) with ***"
     def __init__(self, fmt:str, secrets=()): super().__init__(fmt); self.secrets = list(secrets)
@@ -214,7 +214,7 @@ class RedactingFormatter(logging.Formatter):
         return s
 
 
-# %% ../../nbs/80_run.daemon.ipynb 43
+# %% ../../nbs/80_run.daemon.ipynb 44
 LOG_FORMAT = '%(asctime)s %(levelname)s %(name)s: %(message)s'
 
 def daemon_logging(home=None)->list:
@@ -228,14 +228,14 @@ def daemon_logging(home=None)->list:
     logging.getLogger('multis').setLevel(logging.INFO)
     return handlers
 
-# %% ../../nbs/80_run.daemon.ipynb 44
+# %% ../../nbs/80_run.daemon.ipynb 45
 def _set_secrets(handlers:list, secrets:list):
     for h in handlers: h.formatter.secrets = list(secrets)
 
 def _drop_handlers(handlers:list):
     for h in handlers: logging.getLogger().removeHandler(h); h.close()
 
-# %% ../../nbs/80_run.daemon.ipynb 46
+# %% ../../nbs/80_run.daemon.ipynb 48
 class _Stopper:
     "Sets the daemon's stop event from a signal handler, also before the event loop exists"
     def __init__(self): self.loop, self.event, self.requested, self.lock = None, None, False, threading.Lock()
@@ -253,7 +253,7 @@ def _install_signals(handler)->dict:
     if threading.current_thread() is not threading.main_thread(): return {}
     return {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
 
-# %% ../../nbs/80_run.daemon.ipynb 47
+# %% ../../nbs/80_run.daemon.ipynb 49
 def _serve_in_thread(daemon:Daemon, stopper:_Stopper, on_ready:Callable|None=None):
     "Run `daemon.serve` on its own loop in a thread, waiting for it here (where signals arrive)"
     box = {}
@@ -269,7 +269,7 @@ def _serve_in_thread(daemon:Daemon, stopper:_Stopper, on_ready:Callable|None=Non
     while t.is_alive(): t.join(0.2)
     if 'error' in box: raise box['error']
 
-# %% ../../nbs/80_run.daemon.ipynb 48
+# %% ../../nbs/80_run.daemon.ipynb 50
 def ready_lines(daemon:Daemon, home=None)->list:
     "What `start --foreground` shows once multis runs: its pid and log, each platform, the scheduler, service and watch"
     st, names = daemon.status, dict.fromkeys([*platform_names(), *daemon.platforms, *(k for k in daemon.status if k not in ('watch', 'service'))])
@@ -282,7 +282,7 @@ def ready_lines(daemon:Daemon, home=None)->list:
     lines.append(f"  watch: {st.get('watch', 'off (no watched folders)')}")
     return lines + ['Ctrl-C stops it.']
 
-# %% ../../nbs/80_run.daemon.ipynb 50
+# %% ../../nbs/80_run.daemon.ipynb 52
 def _write_ready(home, started:float, say:Callable|None=None):
     def ready(daemon:Daemon):
         st = dict(pid=os.getpid(), started=started, platforms=daemon.status)
@@ -292,7 +292,7 @@ def _write_ready(home, started:float, say:Callable|None=None):
         if say: say('\n'.join(ready_lines(daemon, home)))
     return ready
 
-# %% ../../nbs/80_run.daemon.ipynb 51
+# %% ../../nbs/80_run.daemon.ipynb 53
 def run_foreground(home=None,                 # the multis home; default `multis_home()`
                    provider=None,             # a Provider; default the config's
                    platforms:dict|None=None,  # name -> platform; default those the config enables
@@ -332,7 +332,7 @@ def _run_locked(home, stopper, handlers, provider, platforms, tick_seconds, say=
     if say: say(f"multis stopped (pid {os.getpid()})")
     return 0
 
-# %% ../../nbs/80_run.daemon.ipynb 55
+# %% ../../nbs/80_run.daemon.ipynb 57
 _CHILD = ['-c', 'from multis.cli import main; main()', '_daemon']   # the CLI's hidden verb: `run_foreground`, the log only
 
 def _spawn(home:Path)->subprocess.Popen:
@@ -349,7 +349,7 @@ def _log_tail(home, offset:int, lines:int=8)->str:
     except OSError: return ''
     return '\n'.join(text.strip().splitlines()[-lines:])
 
-# %% ../../nbs/80_run.daemon.ipynb 56
+# %% ../../nbs/80_run.daemon.ipynb 58
 def _platform_lines(platforms:dict|None)->list:
     if not platforms: return ['  no chat platform enabled: only the scheduler runs']
     return [f"  {k}: {v}" for k,v in platforms.items()]
@@ -368,7 +368,7 @@ def _wait_ready(home:Path, proc:subprocess.Popen, offset:int, timeout:float)->in
     print(f"multis (pid {proc.pid}) did not report ready within {timeout:g} s; see {log_path(home)}", file=sys.stderr)
     return 1
 
-# %% ../../nbs/80_run.daemon.ipynb 57
+# %% ../../nbs/80_run.daemon.ipynb 59
 def start(foreground:bool=False, # run in this terminal until Ctrl-C, instead of in the background
           timeout:float=30,      # seconds to wait for the background daemon to be ready
          )->int:                 # 0 started (or stopped cleanly, in the foreground), 1 otherwise
@@ -380,7 +380,7 @@ def start(foreground:bool=False, # run in this terminal until Ctrl-C, instead of
     offset = log_path(home).stat().st_size if log_path(home).exists() else 0
     return _wait_ready(home, _spawn(home), offset, timeout)
 
-# %% ../../nbs/80_run.daemon.ipynb 59
+# %% ../../nbs/80_run.daemon.ipynb 61
 def _stale_note(st:dict)->str: return f" (removed the stale pid file of process {st['stale_pid']})" if st.get('stale_pid') else ''
 
 def stop(timeout:float=60, # seconds to wait for in-flight work to finish
@@ -399,7 +399,7 @@ def stop(timeout:float=60, # seconds to wait for in-flight work to finish
     print(f"multis (pid {st['pid']}) is still finishing after {timeout:g} s; see {log_path(home)}", file=sys.stderr)
     return 1
 
-# %% ../../nbs/80_run.daemon.ipynb 60
+# %% ../../nbs/80_run.daemon.ipynb 62
 def _duration(s:float)->str:
     s = int(max(s, 0))
     d, h, m = s//86400, s%86400//3600, s%3600//60

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler
 from fastcore.basics import patch
 from .fake_llm import serve_local
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 6
+# %% ../../nbs/97_testing.fake_beeper.ipynb 7
 def iso_time(t:float)->str:
     "An epoch time as the API writes it: ISO 8601 in UTC with microseconds"
     return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec='microseconds').replace('+00:00', 'Z')
@@ -22,7 +22,7 @@ def api_user(user_id:str, name:str='', is_self:bool=False)->dict:
     "A `User` object"
     return {'id': user_id, 'fullName': name or user_id.lstrip('@').split(':')[0], 'isSelf': is_self}
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 9
+# %% ../../nbs/97_testing.fake_beeper.ipynb 10
 def _cursor_key(cursor:str)->int|None:
     try: return int(cursor[1:])
     except (TypeError, ValueError): return None
@@ -42,7 +42,7 @@ def api_page(items:list,          # newest first
     ends = (f"{prefix}{key(page[-1])}", f"{prefix}{key(page[0])}") if page else (None, None)
     return {'items': page, 'hasMore': len(rest) > len(page), 'oldestCursor': ends[0], 'newestCursor': ends[1]}
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 12
+# %% ../../nbs/97_testing.fake_beeper.ipynb 13
 class FakeBeeperAPI:
     "A local server speaking the Beeper Desktop API's accounts, chats and messages endpoints, with chats in memory"
     def __init__(self, token:str='test-token',        # the bearer token requests must carry
@@ -59,14 +59,14 @@ class FakeBeeperAPI:
     def __repr__(self):
         return f"FakeBeeperAPI({'running' if self._httpd else 'stopped'}, {len(self.chats)} chats, {len(self.sent)} sent)"
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 13
+# %% ../../nbs/97_testing.fake_beeper.ipynb 14
 @patch
 def start(self:FakeBeeperAPI, port:int=0)->FakeBeeperAPI:
     "Listen on `port` of 127.0.0.1 (0: an ephemeral one) in a daemon thread"
     self._httpd = serve_local(self, port)
     return self
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 14
+# %% ../../nbs/97_testing.fake_beeper.ipynb 15
 @patch
 def stop(self:FakeBeeperAPI):
     "Stop listening; chats and messages are kept, so `start(port)` brings the same Beeper back"
@@ -74,13 +74,13 @@ def stop(self:FakeBeeperAPI):
     self._httpd.shutdown(); self._httpd.server_close()
     self._httpd = None
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 15
+# %% ../../nbs/97_testing.fake_beeper.ipynb 16
 @patch(as_prop=True)
 def url(self:FakeBeeperAPI)->str:
     "The server's root URL, e.g. `http://127.0.0.1:PORT`"
     return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 17
+# %% ../../nbs/97_testing.fake_beeper.ipynb 18
 @patch
 def _next(self:FakeBeeperAPI)->int:
     with self._lock: self._seq += 1; return self._seq
@@ -97,7 +97,7 @@ def add_chat(self:FakeBeeperAPI, chat_id:str, title:str='', participants=(), is_
         self.messages[chat_id] = []
     return self.chats[chat_id]
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 18
+# %% ../../nbs/97_testing.fake_beeper.ipynb 19
 @patch
 def push(self:FakeBeeperAPI, chat_id:str, sender_id:str|None=None, text:str='', is_sender:bool=False,
          kind:str='TEXT')->dict:
@@ -118,7 +118,7 @@ def texts(self:FakeBeeperAPI, chat_id:str)->list:
     "The texts of a chat's history, oldest first"
     return [m['text'] for m in self.messages[chat_id]]
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 21
+# %% ../../nbs/97_testing.fake_beeper.ipynb 22
 def _error(status:int, code:str, message:str)->tuple: return status, {'code': code, 'message': message}
 
 @patch
@@ -126,7 +126,7 @@ def _accounts(self:FakeBeeperAPI)->list:
     return [{'accountID': self.account_id, 'network': 'Beeper', 'status': 'connected',
              'bridge': {'id': 'matrix', 'provider': 'cloud', 'type': 'matrix'}, 'user': api_user(self.owner_id, 'Me', True)}]
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 22
+# %% ../../nbs/97_testing.fake_beeper.ipynb 23
 @patch
 def _chat_json(self:FakeBeeperAPI, chat:dict)->dict:
     res, msgs = {k:v for k,v in chat.items() if not k.startswith('_')}, self.messages[chat['id']]
@@ -139,7 +139,7 @@ def _list_chats(self:FakeBeeperAPI, q:dict)->tuple:
     page = api_page(chats, lambda c: c['_activity'], 'c', int(q.get('limit') or 25), q.get('cursor'), q.get('direction'))
     return 200, {**page, 'items': [self._chat_json(c) for c in page['items']]}
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 23
+# %% ../../nbs/97_testing.fake_beeper.ipynb 24
 @patch
 def _list_messages(self:FakeBeeperAPI, chat_id:str, q:dict)->tuple:
     if chat_id not in self.chats: return _error(404, 'NOT_FOUND', f"Chat {chat_id} not found")
@@ -156,7 +156,7 @@ def _send_message(self:FakeBeeperAPI, chat_id:str, body:dict)->tuple:
     with self._lock: self.sent.append((chat_id, text))
     return 200, {'chatID': chat_id, 'pendingMessageID': f"pending-{m['sortKey']}"}
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 25
+# %% ../../nbs/97_testing.fake_beeper.ipynb 26
 _MESSAGES = re.compile(r'^/v1/chats/([^/]+)/messages$')
 
 @patch
@@ -165,7 +165,7 @@ def fail(self:FakeBeeperAPI, status:int, times:int=1, method:str|None=None)->Fak
     with self._lock: self._fails += [(status, method)] * times
     return self
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 26
+# %% ../../nbs/97_testing.fake_beeper.ipynb 27
 @patch
 def _take_failure(self:FakeBeeperAPI, method:str)->int|None:
     with self._lock:
@@ -184,7 +184,7 @@ def _answer(self:FakeBeeperAPI, method:str, path:str, q:dict, body, auth:str)->t
     if m and method == 'POST': return self._send_message(unquote(m.group(1)), body)
     return _error(404, 'NOT_FOUND', f"No route {method} {path}")
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 27
+# %% ../../nbs/97_testing.fake_beeper.ipynb 28
 def _reply(h:BaseHTTPRequestHandler, status:int, body):
     data = json.dumps(body).encode()
     h.send_response(status)

@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 from fastcore.basics import patch
 from ..retrieval.embed import HashEmbedder
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 6
+# %% ../../nbs/95_testing.fake_llm.ipynb 7
 API_PATHS = {'/v1/messages': 'anthropic', '/v1/chat/completions': 'openai', '/api/chat': 'ollama'}
 
 def _last_user(body:dict)->str:
@@ -27,7 +27,7 @@ def _usage(body:dict, text:str)->tuple:
     words = sum(len(str(m.get('content', '')).split()) for m in (body or {}).get('messages') or [] if isinstance(m, dict))
     return words, len(text.split())
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 7
+# %% ../../nbs/95_testing.fake_llm.ipynb 8
 def api_reply(api:str,  # 'anthropic', 'openai' or 'ollama'
               body:dict, # the request's JSON body
               text:str,  # the reply text
@@ -46,7 +46,7 @@ def api_reply(api:str,  # 'anthropic', 'openai' or 'ollama'
     return {'model': model, 'created_at': '2025-01-01T00:00:00Z', 'message': {'role': 'assistant', 'content': text},
             'done': True, 'done_reason': 'stop', 'total_duration': 1000, 'prompt_eval_count': tin, 'eval_count': tout}
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 10
+# %% ../../nbs/95_testing.fake_llm.ipynb 11
 _ERROR_TYPES = {400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error',
                 404: 'not_found_error', 413: 'request_too_large', 429: 'rate_limit_error', 500: 'api_error',
                 529: 'overloaded_error', 503: 'overloaded_error'}
@@ -68,7 +68,7 @@ def error_body(api:str,            # 'anthropic', 'openai' or 'ollama'
     if api == 'ollama': return {'error': message}
     return {'error': {'message': message, 'type': kind, 'param': None, 'code': None}}
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 13
+# %% ../../nbs/95_testing.fake_llm.ipynb 14
 def model_missing(api:str, # 'anthropic', 'openai' or 'ollama'
                   model:str, # the model asked for
                  )->dict:    # the body of that API's 404
@@ -82,7 +82,7 @@ def _tagged(model:str)->str:
     "An Ollama model name with its implicit tag: `nomic-embed-text` is `nomic-embed-text:latest`"
     return model if ':' in model else model + ':latest'
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 16
+# %% ../../nbs/95_testing.fake_llm.ipynb 17
 EMBED_PATHS = {'/api/embed': 'ollama', '/v1/embeddings': 'openai'}
 
 def embed_texts(api:str,   # 'openai' or 'ollama'
@@ -97,7 +97,7 @@ def embed_texts(api:str,   # 'openai' or 'ollama'
 
 def _b64(v)->str: return base64.b64encode(v.astype('<f4').tobytes()).decode()
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 17
+# %% ../../nbs/95_testing.fake_llm.ipynb 18
 def embed_reply(api:str,    # 'openai' or 'ollama'
                 body:dict,  # the request's JSON body
                 texts:list, # its texts (see `embed_texts`)
@@ -112,21 +112,21 @@ def embed_reply(api:str,    # 'openai' or 'ollama'
     return {'object': 'list', 'model': model, 'usage': {'prompt_tokens': tokens, 'total_tokens': tokens},
             'data': [{'object': 'embedding', 'index': i, 'embedding': enc(v)} for i, v in enumerate(vecs)]}
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 20
+# %% ../../nbs/95_testing.fake_llm.ipynb 23
 class LocalHandler(BaseHTTPRequestHandler):
     "Hands every GET and POST to the fake's `_handle(request)`"
     def do_POST(self): self.server.fake._handle(self)
     do_GET = do_POST
     def log_message(self, *args): pass
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 21
+# %% ../../nbs/95_testing.fake_llm.ipynb 24
 class LocalServer(ThreadingHTTPServer):
     "A threading HTTP server that does not print the client disconnects tests provoke"
     daemon_threads = True
     def handle_error(self, request, client_address):
         if not isinstance(sys.exc_info()[1], ConnectionError): super().handle_error(request, client_address)
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 22
+# %% ../../nbs/95_testing.fake_llm.ipynb 25
 def serve_local(fake, port:int=0)->LocalServer:
     "Serve `fake._handle` on 127.0.0.1:`port` (0: an ephemeral one) from a daemon thread"
     httpd = LocalServer(('127.0.0.1', port), LocalHandler)
@@ -134,7 +134,7 @@ def serve_local(fake, port:int=0)->LocalServer:
     threading.Thread(target=httpd.serve_forever, kwargs={'poll_interval': 0.01}, daemon=True).start()
     return httpd
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 23
+# %% ../../nbs/95_testing.fake_llm.ipynb 26
 class FakeLLMServer:
     "A local HTTP server speaking the Anthropic, OpenAI and Ollama chat and embedding APIs, scriptable to fail"
     def __init__(self,
@@ -151,7 +151,7 @@ class FakeLLMServer:
     def __exit__(self, *exc): self.stop()
     def __repr__(self): return f"FakeLLMServer({'running' if self._httpd else 'stopped'}, {len(self.requests)} requests)"
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 24
+# %% ../../nbs/95_testing.fake_llm.ipynb 27
 @patch
 def start(self:FakeLLMServer,
           port:int=0, # 0: an ephemeral port; a port it had before restarts the server where clients expect it
@@ -161,7 +161,7 @@ def start(self:FakeLLMServer,
     self._httpd = serve_local(self, port)
     return self
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 25
+# %% ../../nbs/95_testing.fake_llm.ipynb 28
 @patch
 def stop(self:FakeLLMServer):
     "Stop listening; handlers still sleeping on `delay` are woken"
@@ -170,19 +170,19 @@ def stop(self:FakeLLMServer):
     self._httpd.shutdown(); self._httpd.server_close()
     self._httpd = None
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 26
+# %% ../../nbs/95_testing.fake_llm.ipynb 29
 @patch(as_prop=True)
 def port(self:FakeLLMServer)->int:
     "The port the server listens on"
     return self._httpd.server_address[1]
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 27
+# %% ../../nbs/95_testing.fake_llm.ipynb 30
 @patch(as_prop=True)
 def url(self:FakeLLMServer)->str:
     "The server's root URL, e.g. `http://127.0.0.1:PORT`"
     return f"http://127.0.0.1:{self.port}"
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 29
+# %% ../../nbs/95_testing.fake_llm.ipynb 32
 @patch
 def fail(self:FakeLLMServer,
          status:int,            # HTTP status: 401, 429, 500, 503...
@@ -194,7 +194,7 @@ def fail(self:FakeLLMServer,
     with self._lock: self._fails += [(status, retry_after, body)] * times
     return self
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 31
+# %% ../../nbs/95_testing.fake_llm.ipynb 34
 def _json_or_none(raw:bytes):
     try: return json.loads(raw)
     except ValueError: return None
@@ -203,7 +203,7 @@ def _key_of(headers:dict)->str|None:
     auth = headers.get('authorization', '')
     return headers.get('x-api-key') or (auth[7:] if auth.lower().startswith('bearer ') else None)
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 32
+# %% ../../nbs/95_testing.fake_llm.ipynb 35
 def _malformed(api:str, kind, embed:bool=False)->dict|str:
     if kind == 'not_json': return '<html>502 Bad Gateway: not JSON</html>'
     if embed: return {'ollama': {'model': 'x', 'total_duration': 1000}, 'openai': {'object': 'list', 'model': 'x'}}[api]
@@ -211,7 +211,7 @@ def _malformed(api:str, kind, embed:bool=False)->dict|str:
             'openai': {'id': 'chatcmpl-fake-bad', 'object': 'chat.completion', 'created': 1700000000, 'choices': []},
             'ollama': {'model': 'x', 'created_at': '2025-01-01T00:00:00Z', 'done': True}}[api]
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 33
+# %% ../../nbs/95_testing.fake_llm.ipynb 36
 @patch
 def _answer(self:FakeLLMServer, api:str|None, req:dict, fail, n:int)->tuple:
     "(status, body, headers) for one recorded request"
@@ -228,7 +228,7 @@ def _answer(self:FakeLLMServer, api:str|None, req:dict, fail, n:int)->tuple:
     else: text = f"You said: {_last_user(body)}" if self.reply is None else self.reply
     return 200, api_reply(api, body, text, n), {}
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 34
+# %% ../../nbs/95_testing.fake_llm.ipynb 37
 @patch
 def knows(self:FakeLLMServer, model:str)->bool:
     "Whether the server has `model` (any, when `models` is None)"
@@ -243,7 +243,7 @@ def _embedding(self:FakeLLMServer, api:str, body:dict)->tuple:
         return 400, error_body(api, 400, 'dimensions must be an integer from 8 to 8192'), {}
     return 200, embed_reply(api, body, texts[:-1] if self.malformed == 'short' else texts, dim), {}
 
-# %% ../../nbs/95_testing.fake_llm.ipynb 35
+# %% ../../nbs/95_testing.fake_llm.ipynb 38
 def _send(h:BaseHTTPRequestHandler, status:int, body, headers:dict):
     data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
     h.send_response(status)

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler
 from fastcore.basics import patch
 from .fake_llm import serve_local
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 6
+# %% ../../nbs/96_testing.fake_telegram.ipynb 7
 BOT_USER = {'id': 999000, 'is_bot': True, 'first_name': 'multis', 'username': 'multis_test_bot',
             'can_join_groups': True, 'can_read_all_group_messages': False, 'supports_inline_queries': False}
 
@@ -21,18 +21,18 @@ def tg_user(user_id:int)->dict:
     "A Telegram `User` for a person"
     return {'id': int(user_id), 'is_bot': False, 'first_name': f'User{user_id}'}
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 7
+# %% ../../nbs/96_testing.fake_telegram.ipynb 8
 def tg_chat(chat_id:int, chat_type:str|None=None)->dict:
     "A Telegram `Chat`: private (with a first name) or a group (with a title)"
     chat_type = chat_type or ('private' if int(chat_id) > 0 else 'group')
     return {'id': int(chat_id), 'type': chat_type} | ({'first_name': f'User{chat_id}'} if chat_type == 'private' else {'title': 'Group'})
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 8
+# %% ../../nbs/96_testing.fake_telegram.ipynb 9
 def command_entities(text:str)->list:
     "The `bot_command` entity Telegram adds to a message starting with `/`"
     return [{'type': 'bot_command', 'offset': 0, 'length': len(text.split()[0])}] if text.startswith('/') and text[1:2].strip() else []
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 11
+# %% ../../nbs/96_testing.fake_telegram.ipynb 12
 _JSON_PARAMS = {'reply_markup', 'allowed_updates', 'entities', 'link_preview_options', 'reply_parameters'}
 _INT_PARAMS = {'chat_id', 'user_id', 'message_id', 'offset', 'limit', 'timeout'}
 
@@ -50,7 +50,7 @@ def decode_params(raw:dict)->dict:
         res[k] = _int_or_str(v) if k in _INT_PARAMS else v
     return res
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 14
+# %% ../../nbs/96_testing.fake_telegram.ipynb 15
 class FakeBotAPI:
     "A local HTTP server speaking the Telegram Bot API methods a polling bot uses, scriptable by tests"
     def __init__(self,
@@ -67,7 +67,7 @@ class FakeBotAPI:
     def __exit__(self, *exc): self.stop()
     def __repr__(self): return f"FakeBotAPI({'running' if self._httpd else 'stopped'}, {len(self.updates)} pending updates, {len(self.sent)} sent)"
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 15
+# %% ../../nbs/96_testing.fake_telegram.ipynb 16
 @patch
 def start(self:FakeBotAPI)->FakeBotAPI:
     "Listen on an ephemeral port of 127.0.0.1 in a daemon thread"
@@ -75,7 +75,7 @@ def start(self:FakeBotAPI)->FakeBotAPI:
     self._httpd = serve_local(self)
     return self
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 16
+# %% ../../nbs/96_testing.fake_telegram.ipynb 17
 @patch
 def stop(self:FakeBotAPI):
     "Stop listening; waiting `getUpdates` calls return at once"
@@ -84,19 +84,19 @@ def stop(self:FakeBotAPI):
     self._httpd.shutdown(); self._httpd.server_close()
     self._httpd = None
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 17
+# %% ../../nbs/96_testing.fake_telegram.ipynb 18
 @patch(as_prop=True)
 def base_url(self:FakeBotAPI)->str:
     "The Bot API URL in python-telegram-bot's convention: `http://127.0.0.1:PORT/bot`"
     return f"http://127.0.0.1:{self._httpd.server_address[1]}/bot"
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 18
+# %% ../../nbs/96_testing.fake_telegram.ipynb 19
 @patch(as_prop=True)
 def base_file_url(self:FakeBotAPI)->str:
     "The file download URL: `http://127.0.0.1:PORT/file/bot`"
     return f"http://127.0.0.1:{self._httpd.server_address[1]}/file/bot"
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 20
+# %% ../../nbs/96_testing.fake_telegram.ipynb 21
 @patch
 def _push(self:FakeBotAPI, **fields)->dict:
     with self._cond:
@@ -109,7 +109,7 @@ def _incoming(self:FakeBotAPI, chat_id, user_id, date=None, chat_type=None, **fi
     return {'message_id': next(self._msg_ids), 'date': int(time.time() if date is None else date),
             'chat': tg_chat(chat_id, chat_type), 'from': tg_user(user_id), **fields}
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 21
+# %% ../../nbs/96_testing.fake_telegram.ipynb 22
 @patch
 def push_text(self:FakeBotAPI,
               chat_id:int,              # the chat (the user's id for their private chat with the bot)
@@ -122,7 +122,7 @@ def push_text(self:FakeBotAPI,
     ents = command_entities(text)
     return self._push(message=self._incoming(chat_id, user_id, date, chat_type, text=text, **({'entities': ents} if ents else {})))
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 22
+# %% ../../nbs/96_testing.fake_telegram.ipynb 23
 @patch
 def push_document(self:FakeBotAPI,
                   chat_id:int, user_id:int,
@@ -141,7 +141,7 @@ def push_document(self:FakeBotAPI,
     extra = {'caption': caption} if caption else {}
     return self._push(message=self._incoming(chat_id, user_id, date, chat_type, document=doc, **extra))
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 24
+# %% ../../nbs/96_testing.fake_telegram.ipynb 25
 @patch
 def push_callback(self:FakeBotAPI,
                   chat_id:int, user_id:int,
@@ -156,7 +156,7 @@ def push_callback(self:FakeBotAPI,
     return self._push(callback_query={'id': f"CB{next(self._cb_ids)}", 'from': tg_user(user_id),
                                       'chat_instance': f"CI{chat_id}", 'message': msg, 'data': data})
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 26
+# %% ../../nbs/96_testing.fake_telegram.ipynb 27
 @patch
 def fail_next(self:FakeBotAPI,
               method:str,                 # e.g. 'getUpdates', 'sendMessage'
@@ -174,7 +174,7 @@ def error_body(status:int, retry_after:int|None=None)->dict:
             404: 'Not Found', 429: f'Too Many Requests: retry after {retry_after}', 502: 'Bad Gateway'}.get(status, 'Internal Server Error')
     return {'ok': False, 'error_code': status, 'description': desc} | ({'parameters': {'retry_after': retry_after}} if retry_after else {})
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 29
+# %% ../../nbs/96_testing.fake_telegram.ipynb 30
 @patch
 def _get_updates(self:FakeBotAPI, p:dict)->list:
     offset, limit = p.get('offset') or 0, p.get('limit') or 100
@@ -186,7 +186,7 @@ def _get_updates(self:FakeBotAPI, p:dict)->list:
             if self.updates or self._stopped or left <= 0: return self.updates[:limit]
             self._cond.wait(left)
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 31
+# %% ../../nbs/96_testing.fake_telegram.ipynb 32
 class _ApiError(Exception):
     "A Bot API error answer: HTTP status and description"
     def __init__(self, status:int, description:str): self.status,self.description = status,description
@@ -201,7 +201,7 @@ def _send_message(self:FakeBotAPI, p:dict)->dict:
     res = {'message_id': rec['message_id'], 'date': int(time.time()), 'chat': tg_chat(p['chat_id']), 'from': self.me, 'text': p['text']}
     return res | ({'reply_markup': rec['reply_markup']} if rec['reply_markup'] else {})
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 32
+# %% ../../nbs/96_testing.fake_telegram.ipynb 33
 @patch
 def _edit_markup(self:FakeBotAPI, p:dict)->dict:
     self.edits.append({k: p.get(k) for k in ('chat_id', 'message_id', 'reply_markup')})
@@ -213,7 +213,7 @@ def _get_file(self:FakeBotAPI, p:dict)->dict:
     if f is None: raise _ApiError(400, 'Bad Request: invalid file_id')
     return {'file_id': p['file_id'], 'file_unique_id': f"U{p['file_id']}", 'file_size': len(f['data']), 'file_path': f['path']}
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 33
+# %% ../../nbs/96_testing.fake_telegram.ipynb 34
 @patch
 def _method(self:FakeBotAPI, method:str):
     "The function answering `method` (Bot API method names are case-insensitive), or None"
@@ -225,7 +225,7 @@ def _method(self:FakeBotAPI, method:str):
             **{m: (lambda p: True) for m in ('deletewebhook', 'setmycommands', 'deletemycommands', 'close', 'logout')}
            }.get(method.lower())
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 35
+# %% ../../nbs/96_testing.fake_telegram.ipynb 36
 def _read_params(h:BaseHTTPRequestHandler)->dict:
     raw = h.rfile.read(int(h.headers.get('Content-Length') or 0))
     params = dict(parse_qsl(urlparse(h.path).query))
@@ -241,7 +241,7 @@ def _reply(h:BaseHTTPRequestHandler, status:int, body, ctype:str='application/js
     h.end_headers()
     h.wfile.write(data)
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 36
+# %% ../../nbs/96_testing.fake_telegram.ipynb 37
 @patch
 def _download(self:FakeBotAPI, h:BaseHTTPRequestHandler, file_path:str):
     f = next((f for f in self.files.values() if f['path'] == file_path), None)
@@ -259,7 +259,7 @@ def _handle(self:FakeBotAPI, h:BaseHTTPRequestHandler):
     if is_file: return self._download(h, rest)
     self._call(h, rest, _read_params(h))
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 37
+# %% ../../nbs/96_testing.fake_telegram.ipynb 38
 @patch
 def _call(self:FakeBotAPI, h:BaseHTTPRequestHandler, method:str, params:dict):
     with self._cond:
@@ -273,7 +273,7 @@ def _call(self:FakeBotAPI, h:BaseHTTPRequestHandler, method:str, params:dict):
     try: _reply(h, 200, {'ok': True, 'result': fn(params)})
     except _ApiError as e: _reply(h, e.status, {'ok': False, 'error_code': e.status, 'description': e.description})
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 39
+# %% ../../nbs/96_testing.fake_telegram.ipynb 40
 @patch
 def wait_sent(self:FakeBotAPI,
               n:int,              # how many sent messages to wait for (in total)

@@ -91,7 +91,7 @@ def figures(results:dict,   # run name -> metrics from `evaluate`
     if not data.synthetic: lines += [f"{k:<26} nDCG@10 {v:.3f}" for k, v in PUBLISHED.get(data.name, {}).items()]
     return '\n'.join(lines)
 
-# %% ../../nbs/91_workbench.experiments.ipynb 26
+# %% ../../nbs/91_workbench.experiments.ipynb 27
 def weight_grid(names=(0.5, 1.0, 2.0, 4.0), # name (title) weights
                 sections=(DEFAULTS['bm25_weights'][2],), # section_path weights
                 factors=(DEFAULTS['candidate_factor'],), # candidate factors
@@ -105,7 +105,7 @@ def _flat(setting:dict)->dict:
     if 'bm25_weights' in setting: res.update(zip(('name_weight', 'content_weight', 'section_weight'), setting['bm25_weights']))
     return res
 
-# %% ../../nbs/91_workbench.experiments.ipynb 28
+# %% ../../nbs/91_workbench.experiments.ipynb 29
 def sweep(store:Store,      # a store holding the corpus (see `beir_store`)
           queries:dict,     # query id -> text
           qrels:dict,       # query id -> {doc id: grade}
@@ -119,7 +119,7 @@ def best_setting(rows:list, metric:str='ndcg@10')->dict:
     "The row with the best `metric`; among equals (to 6 places) the first in grid order"
     return max(rows, key=lambda r: (round(r[metric], 6), -rows.index(r)))
 
-# %% ../../nbs/91_workbench.experiments.ipynb 40
+# %% ../../nbs/91_workbench.experiments.ipynb 41
 def access_log(queries:dict,           # query id -> text
                n_events:int,            # questions in the log
                seed:int=0,              # random seed
@@ -140,7 +140,7 @@ def access_log(queries:dict,           # query id -> text
         log.append(dict(t=t, qid=qid, kind=kind, text=text)); t += rng.expovariate(1/gap_s)
     return log
 
-# %% ../../nbs/91_workbench.experiments.ipynb 44
+# %% ../../nbs/91_workbench.experiments.ipynb 45
 def _doc_ids(hits:list)->list:
     "BEIR document ids of hits, best first, each once"
     return list(dict.fromkeys(h.chunk.metadata.get('doc_id', h.chunk_id) for h in hits))
@@ -150,7 +150,7 @@ def _use(store:Store, hits:list, relevant:dict, e:dict):
     used = next((h for h in hits if relevant.get(h.chunk.metadata.get('doc_id', h.chunk_id), 0) > 0), None)
     if used: store.record_access([used.chunk_id], e['text'], now=e['t'])
 
-# %% ../../nbs/91_workbench.experiments.ipynb 45
+# %% ../../nbs/91_workbench.experiments.ipynb 46
 def simulate_refinding(store:Store,      # a fresh store holding the corpus: its history grows
                        queries:dict,     # query id -> text
                        qrels:dict,       # query id -> {doc id: grade}
@@ -175,7 +175,7 @@ def simulate_refinding(store:Store,      # a fresh store holding the corpus: its
         _use(store, rerank(cands, bm25_only, k), qrels[e['qid']], e)
     return rows
 
-# %% ../../nbs/91_workbench.experiments.ipynb 47
+# %% ../../nbs/91_workbench.experiments.ipynb 48
 def mrr_table(rows:list,                        # rows of `simulate_refinding`
               by:tuple=('weight', 'decay', 'kind'), # keys to group by
               window_s:float|None=None,         # also group by time window of this many seconds

@@ -17,7 +17,7 @@ from ..retrieval.store import Store
 from ..retrieval.search import query_terms, _blend_hybrid
 from ..answer.prompts import excerpt
 
-# %% ../../nbs/90_workbench.explorer.ipynb 5
+# %% ../../nbs/90_workbench.explorer.ipynb 6
 TABLE_COLUMNS = ['rank', 'name', 'section path', 'pages', 'scope', 'bm25', 'activation', 'score']
 HYBRID_COLUMNS = ['rank', 'name', 'section path', 'pages', 'scope', 'bm25', 'vector', 'hybrid', 'activation', 'score']
 
@@ -34,7 +34,7 @@ def hits_table(hits:list,         # ranked hits
              *((h.vector, h.hybrid) if hybrid else ()), h.activation, h.score) for h in hits]
     return pd.DataFrame(rows, columns=HYBRID_COLUMNS if hybrid else TABLE_COLUMNS)
 
-# %% ../../nbs/90_workbench.explorer.ipynb 8
+# %% ../../nbs/90_workbench.explorer.ipynb 9
 def highlight(text:str,  # plain text
               terms:list, # query terms (see `query_terms`)
              )->str:      # HTML: the escaped text with the terms in <mark>
@@ -45,7 +45,7 @@ def highlight(text:str,  # plain text
     pat = re.compile(rf"(&#?\w+;)|\b((?:{words})\w*)", re.IGNORECASE)
     return pat.sub(lambda m: m.group(1) or f"<mark>{m.group(2)}</mark>", safe)
 
-# %% ../../nbs/90_workbench.explorer.ipynb 11
+# %% ../../nbs/90_workbench.explorer.ipynb 12
 def excerpt_html(hit:Hit|None, # the hit to show, or None
                  terms:list,   # query terms to mark
                  width:int=400, # characters of text shown
@@ -55,7 +55,7 @@ def excerpt_html(hit:Hit|None, # the hit to show, or None
     head = html.escape(f"#{hit.rank} {hit.name} · {hit.file_path}")
     return f"<b>{head}</b><br>{highlight(excerpt(hit.content, terms, width), terms)}"
 
-# %% ../../nbs/90_workbench.explorer.ipynb 14
+# %% ../../nbs/90_workbench.explorer.ipynb 15
 FETCH_CONTROLS = ('query', 'scopes', 'candidate_factor', 'bm25_name', 'bm25_content', 'bm25_section')
 
 def update_kind(control:str)->str:
@@ -66,29 +66,29 @@ def update_kind(control:str)->str:
     if control == 'activation_weight': return 'rerank'
     raise ValueError(f"unknown control {control!r}")
 
-# %% ../../nbs/90_workbench.explorer.ipynb 15
+# %% ../../nbs/90_workbench.explorer.ipynb 16
 def with_activations(hits:list, acts:dict)->list:
     "New hits with `activation` from `acts` (chunk_id -> activation; absent: 0)"
     return [replace(h, activation=acts.get(h.chunk_id, 0.0)) for h in hits]
 
-# %% ../../nbs/90_workbench.explorer.ipynb 16
+# %% ../../nbs/90_workbench.explorer.ipynb 17
 def with_vector_weight(hits:list, weight:float)->list:
     "New hits with `hybrid` blended again at `weight` from their `bm25` and `vector` (the input is left untouched)"
     return _blend_hybrid([replace(h) for h in hits], weight)
 
-# %% ../../nbs/90_workbench.explorer.ipynb 17
+# %% ../../nbs/90_workbench.explorer.ipynb 18
 def scope_choice(selected)->list|None:
     "The scope picker's value as `scopes` for the store: None when 'all' is picked"
     return None if 'all' in selected else list(selected)
 
-# %% ../../nbs/90_workbench.explorer.ipynb 20
+# %% ../../nbs/90_workbench.explorer.ipynb 21
 def _slider(value, lo, hi, step, description, cls, kind=W.FloatSlider):
     w = kind(value=value, min=lo, max=hi, step=step, description=description, continuous_update=True,
              style={'description_width': '150px'}, layout=W.Layout(width='420px'))
     w.add_class(cls)
     return w
 
-# %% ../../nbs/90_workbench.explorer.ipynb 21
+# %% ../../nbs/90_workbench.explorer.ipynb 22
 class Explorer:
     "A search explorer over `store`: query box, scope picker, ranking sliders, results table, excerpt and a use button"
     def __init__(self, store:Store,        # the store to search
@@ -112,7 +112,7 @@ class Explorer:
     def now(self)->float: return time.time() if self._now is None else self._now
     def _repr_mimebundle_(self, **kw): return self.widget._repr_mimebundle_(**kw)
 
-# %% ../../nbs/90_workbench.explorer.ipynb 23
+# %% ../../nbs/90_workbench.explorer.ipynb 24
 def _store_scopes(store:Store)->list:
     return ['all'] + sorted(store.stats()['by_scope'])
 
@@ -135,7 +135,7 @@ def _build_controls(self:Explorer, scopes):
     self.vector_weight = (_slider(self.store.vector_weight, 0, 1, 0.05, 'vector weight', 'multis-vector-weight')
                           if self.hybrid else None)
 
-# %% ../../nbs/90_workbench.explorer.ipynb 24
+# %% ../../nbs/90_workbench.explorer.ipynb 25
 @patch
 def _build_outputs(self:Explorer):
     "The status line, results table, hit picker, use button and excerpt"
@@ -146,7 +146,7 @@ def _build_outputs(self:Explorer):
     self.use = W.Button(description='use', tooltip='record an access to this hit', icon='check')
     self.pick.add_class('multis-pick'); self.use.add_class('multis-use')
 
-# %% ../../nbs/90_workbench.explorer.ipynb 26
+# %% ../../nbs/90_workbench.explorer.ipynb 27
 @patch
 def _wire(self:Explorer):
     for name in FETCH_CONTROLS + ('decay', 'activation_weight') + (('vector_weight',) if self.hybrid else ()):
@@ -167,7 +167,7 @@ def _fetch(self:Explorer):
     return self.store.hybrid_candidates(q, cands, n, scopes, self.embedder, self.vector_weight.value, weights,
                                         self.decay.value, now)
 
-# %% ../../nbs/90_workbench.explorer.ipynb 27
+# %% ../../nbs/90_workbench.explorer.ipynb 28
 @patch
 def _refresh_activations(self:Explorer):
     "The cached candidates with activations recomputed in one query"
@@ -175,7 +175,7 @@ def _refresh_activations(self:Explorer):
     acts = self.store.activations([h.chunk_id for h in self.candidates], self.now(), self.decay.value)
     return with_activations(self.candidates, acts)
 
-# %% ../../nbs/90_workbench.explorer.ipynb 28
+# %% ../../nbs/90_workbench.explorer.ipynb 29
 @patch
 def update(self:Explorer, control:str='query'):
     "Bring the results up to date after `control` changed: fetch, recompute activations, blend again or just rerank"
@@ -187,7 +187,7 @@ def update(self:Explorer, control:str='query'):
     self.status.value = (f"{len(self.hits)} of {len(self.candidates)} candidates · {kind} "
                          f"in {(time.perf_counter()-t)*1e3:.1f} ms")
 
-# %% ../../nbs/90_workbench.explorer.ipynb 29
+# %% ../../nbs/90_workbench.explorer.ipynb 30
 @patch
 def _rank(self:Explorer):
     "Rerank the cached candidates with the activation weight, then show them"
@@ -206,7 +206,7 @@ def show(self:Explorer):
     self.pick.value = keep if keep in ids else (ids[0] if ids else None)
     self._show_excerpt()
 
-# %% ../../nbs/90_workbench.explorer.ipynb 30
+# %% ../../nbs/90_workbench.explorer.ipynb 31
 @patch
 def _show_excerpt(self:Explorer):
     hit = next((h for h in self.hits if h.chunk_id == self.pick.value), None)
