@@ -120,3 +120,52 @@ def test_service_tokens_are_redacted_in_logs_and_the_audit_log(tmp_path):
     audit('search', home=tmp_path, query=f'find {svc} please')
     text = (tmp_path/'audit.log').read_text()
     assert 'find [redacted] please' in text and svc not in text
+
+
+# --- multis init names no platform: a plugin's questions are its flags and wizard questions
+
+TOY_INIT = '''from toy_platform import ToyPlatform
+from multis.config import InitQuestion
+
+class ToyWithInit(ToyPlatform):
+    "The toy platform, with the `multis init` questions a plugin may declare"
+    questions = (InitQuestion('toy_token', 'token', 'Toy token', 'the toy token (turns Toy on)', secret=True, enables=True, order=60),
+                 InitQuestion('toy_folder', 'folder', 'Toy folder', 'where the toy inbox lives', order=61))
+'''
+
+@pytest.fixture
+def init_plugin(plugin):
+    "The toy platform with init questions, installed through the entry point"
+    (plugin/'toy_init.py').write_text(TOY_INIT)
+    (plugin/'toy_platform-0.1.dist-info'/'entry_points.txt').write_text('[multis.platforms]\ntoy = toy_init:ToyWithInit\n')
+    return plugin
+
+
+def _init(home, plugin, *args, stdin=None):
+    code = 'import sys; from multis.cli import main; sys.exit(main(["init"] + sys.argv[1:]))'
+    return subprocess.run([sys.executable, '-c', code, *args], env=_env(home, plugin), input=stdin, capture_output=True,
+                          text=True, timeout=60, start_new_session=True)
+
+
+def test_a_plugin_platform_gets_its_init_flags_and_questions(tmp_path, init_plugin):
+    home = tmp_path/'home'
+    r = _init(home, init_plugin, '--help')
+    assert r.returncode == 0 and '--toy-token TOY_TOKEN' in r.stdout and 'the toy token (turns Toy on)' in r.stdout, r.stdout
+    assert r.stdout.index('--beeper-token') < r.stdout.index('--toy-token') < r.stdout.index('--force')
+    r = _init(home, init_plugin, '--non-interactive', '--toy-token', TOKEN, '--toy-folder', str(tmp_path/'box'))
+    assert r.returncode == 0, r.stderr
+    toy = json.loads((home/'config.json').read_text())['platforms']['toy']
+    assert toy == {'enabled': True, 'folder': str(tmp_path/'box'), 'token': TOKEN, 'poll_interval': 0.05}
+    assert '  toy: on (token set)' in r.stdout and TOKEN not in r.stdout + r.stderr
+    assert r.stdout.index('  beeper: off') < r.stdout.index('  toy: on')
+    # the wizard asks the toy's questions after the built-in ones (Enter keeps the token, a new folder)
+    r = _init(home, init_plugin, stdin='\n\nnone\nno\n\nelsewhere\n')
+    assert r.returncode == 0, r.stderr
+    toy = json.loads((home/'config.json').read_text())['platforms']['toy']
+    assert (toy['token'], toy['folder'], toy['enabled']) == (TOKEN, 'elsewhere', True)
+
+
+def test_without_the_plugin_init_has_no_toy_flag(tmp_path):
+    r = subprocess.run([sys.executable, '-c', 'import sys; from multis.cli import main; sys.exit(main(["init", "--non-interactive", "--toy-token", "x"]))'],
+                       env={**os.environ, 'MULTIS_HOME': str(tmp_path/'home')}, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and 'unrecognized arguments: --toy-token' in r.stderr

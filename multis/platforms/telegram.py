@@ -22,6 +22,7 @@ from ..config import cfg_get
 from ..documents.indexer import IndexLimits
 from ..chat.message import Attachment, Message
 from ..chat.platform import Platform
+from .builtin import TelegramSpec
 from ..chat.commands import SCOPES
 from ..chat.router import Router, role_of
 
@@ -133,9 +134,8 @@ def router_executor()->ThreadPoolExecutor:
 # %% ../../nbs/71_platforms.telegram.ipynb 34
 log = logging.getLogger(__name__)
 
-class TelegramPlatform(Platform):
+class TelegramPlatform(TelegramSpec, Platform):
     "multis on Telegram: long polling, messages and uploads to the router, replies back"
-    name, defaults, secrets = 'telegram', {'bot_token': '', 'base_url': ''}, {'bot_token': ['TELEGRAM_BOT_TOKEN']}
     def __init__(self, router:Router,   # the router every platform feeds
                  cfg:dict,              # the config (platforms.telegram.*, indexing.max_file_mb)
                  home=None,             # the multis home
