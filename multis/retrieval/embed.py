@@ -19,7 +19,7 @@ from ..core import LazyModule, MultisError
 ollama, openai, httpx = map(LazyModule, ('ollama', 'openai', 'httpx'))
 OLLAMA_HOST, OPENAI_URL = 'http://127.0.0.1:11434', 'https://api.openai.com/v1'   # as in multis.answer.llm (a higher chapter)
 
-# %% ../../nbs/23_retrieval.embed.ipynb 6
+# %% ../../nbs/23_retrieval.embed.ipynb 7
 log = logging.getLogger(__name__)
 
 class EmbeddingError(MultisError):
@@ -33,7 +33,7 @@ def _numpy():
     except ImportError: raise EmbeddingError(f"vectors need numpy: {SEMANTIC_HINT}") from None
     return numpy
 
-# %% ../../nbs/23_retrieval.embed.ipynb 8
+# %% ../../nbs/23_retrieval.embed.ipynb 9
 class Embedder:
     "Texts to unit-length float32 vectors; `name` names provider and model so two vector spaces never mix"
     name, dim, batch_size, max_cached = '', None, 64, 4096
@@ -54,7 +54,7 @@ class Embedder:
                  for i in range(0, len(texts), self.batch_size)]
         return _unit(np.concatenate(parts))
 
-# %% ../../nbs/23_retrieval.embed.ipynb 9
+# %% ../../nbs/23_retrieval.embed.ipynb 10
 def _unit(v):
     "Rows scaled to length 1 (a zero row stays zero)"
     np = _numpy()
@@ -74,7 +74,7 @@ def _checked(self:Embedder, vecs, n:int):
     if not np.isfinite(v).all(): raise EmbeddingError(f"{self.name}: a vector holds NaN or infinity")
     return v
 
-# %% ../../nbs/23_retrieval.embed.ipynb 10
+# %% ../../nbs/23_retrieval.embed.ipynb 11
 @patch
 def embed_query(self:Embedder, text:str):
     "One text's vector (1-D), from a small cache of recent queries"
@@ -90,7 +90,7 @@ def embed_query(self:Embedder, text:str):
         while len(cache) > self.max_cached: cache.popitem(last=False)
     return v
 
-# %% ../../nbs/23_retrieval.embed.ipynb 12
+# %% ../../nbs/23_retrieval.embed.ipynb 13
 EMBEDDERS = {}   # embeddings.provider -> Embedder subclass
 
 def register_embedder(cls:type, # an `Embedder` subclass with a unique `provider`
@@ -107,7 +107,7 @@ def from_config(cls:Embedder, cfg:dict, # the full config
     "The embedder built from the config's `embeddings` section (`model` only, unless a subclass says more)"
     return cls((cfg.get('embeddings') or {}).get('model') or '')
 
-# %% ../../nbs/23_retrieval.embed.ipynb 16
+# %% ../../nbs/23_retrieval.embed.ipynb 17
 _WORDS = re.compile(r"[^\W_]+")
 
 def _bucket(feature:str, dim:int)->tuple:
@@ -141,7 +141,7 @@ class HashEmbedder(Embedder):
                 v[row, b] += s * w
         return v
 
-# %% ../../nbs/23_retrieval.embed.ipynb 21
+# %% ../../nbs/23_retrieval.embed.ipynb 22
 DEFAULT_LOCAL_MODEL = 'all-MiniLM-L6-v2'
 _models, _models_lock = {}, threading.Lock()
 
@@ -157,7 +157,7 @@ def _local_model_dir(model:str)->Path:
                              f"(use {DEFAULT_LOCAL_MODEL!r} for the packaged one)")
     return p
 
-# %% ../../nbs/23_retrieval.embed.ipynb 22
+# %% ../../nbs/23_retrieval.embed.ipynb 23
 def _load_sentence_model(folder:Path):
     "A sentence-transformers model from `folder`, loaded once per process, never from the network"
     with _models_lock:
@@ -182,6 +182,7 @@ def _torch_threads(n:int|None):
         try: yield
         finally: torch.set_num_threads(old)
 
+# %% ../../nbs/23_retrieval.embed.ipynb 24
 @register_embedder
 class LocalEmbedder(Embedder):
     "A sentence-transformers model from a local folder (default: the packaged all-MiniLM-L6-v2)"
@@ -199,7 +200,7 @@ class LocalEmbedder(Embedder):
             return model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False,
                                 normalize_embeddings=True)
 
-# %% ../../nbs/23_retrieval.embed.ipynb 26
+# %% ../../nbs/23_retrieval.embed.ipynb 28
 @register_embedder
 class OllamaEmbedder(Embedder):
     "Ollama's `/api/embed` through the `ollama` client"
@@ -225,7 +226,7 @@ class OllamaEmbedder(Embedder):
         except ValueError as e:   # a reply without embeddings, or not JSON
             raise EmbeddingError(f"Ollama at {self.host} sent a reply that is not embeddings ({type(e).__name__})") from None
 
-# %% ../../nbs/23_retrieval.embed.ipynb 27
+# %% ../../nbs/23_retrieval.embed.ipynb 29
 OPENAI_EMBED_MODEL = 'text-embedding-3-small'
 
 @register_embedder
@@ -255,7 +256,7 @@ class OpenAIEmbedder(Embedder):
         try: return [d.embedding for d in sorted(r.data, key=lambda d: d.index)]
         except (AttributeError, TypeError): raise EmbeddingError(f"the embeddings server at {self.url} sent a reply that is not embeddings") from None
 
-# %% ../../nbs/23_retrieval.embed.ipynb 30
+# %% ../../nbs/23_retrieval.embed.ipynb 32
 register_embedder(HashEmbedder)   # last: the one for tests, listed after the real ones
 _made, _made_lock = {}, threading.Lock()
 
@@ -280,7 +281,7 @@ def make_embedder(cfg:dict, # the full config
         if key not in _made: _made[key] = cls.from_config(cfg)
         return _made[key]
 
-# %% ../../nbs/23_retrieval.embed.ipynb 31
+# %% ../../nbs/23_retrieval.embed.ipynb 33
 WEIGHT_DEFAULTS = {'weight': 0.7, 'memory_weight': 0.3}
 
 def vector_weight(cfg:dict, key:str='weight')->float:

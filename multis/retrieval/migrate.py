@@ -26,6 +26,7 @@ def _connect(path:Path, timeout:float=5.0)->sqlite3.Connection:
 
 def _tables(con)->set: return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
 
+# %% ../../nbs/26_retrieval.migrate.ipynb 7
 def _scope_counts(con)->dict:
     cols = {r[1] for r in con.execute('PRAGMA table_info(chunks)')}
     scope = "coalesce(scope, 'kb')" if 'scope' in cols else "'kb'"
@@ -39,7 +40,7 @@ def db_counts(con:sqlite3.Connection)->dict:
                 chunks=_scope_counts(con) if 'chunks' in have else None,
                 access_history=n('access_history'), files=n('files'), embeddings=n('embeddings'))
 
-# %% ../../nbs/26_retrieval.migrate.ipynb 11
+# %% ../../nbs/26_retrieval.migrate.ipynb 12
 def _counts(path:Path)->dict:
     con = _connect(path)
     try: return db_counts(con)
@@ -57,7 +58,7 @@ def inspect_db(path:Path)->dict:
     if c['chunks'] is None: raise MultisError(f"{path}: no multis tables in it; nothing to migrate, the file was left untouched")
     return c
 
-# %% ../../nbs/26_retrieval.migrate.ipynb 14
+# %% ../../nbs/26_retrieval.migrate.ipynb 15
 def _stamp(now:datetime|float|None)->str:
     now = datetime.fromtimestamp(now) if isinstance(now, (int, float)) else now or datetime.now()
     return now.strftime('%Y%m%d-%H%M%S')
@@ -70,7 +71,7 @@ def backup_path(db:Path,                       # the database
     names = (base if i == 1 else f"{base}-{i}" for i in itertools.count(1))
     return next(p for p in (db.with_name(n) for n in names) if not p.exists())
 
-# %% ../../nbs/26_retrieval.migrate.ipynb 16
+# %% ../../nbs/26_retrieval.migrate.ipynb 17
 def _remove_db(p:Path):
     "Delete a database file and its journals"
     for sfx in ('', '-wal', '-shm', '-journal'): Path(f"{p}{sfx}").unlink(missing_ok=True)
@@ -81,6 +82,7 @@ def _create_file(path:Path, like:Path)->Path:
     os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, mode)); os.chmod(path, mode)
     return path
 
+# %% ../../nbs/26_retrieval.migrate.ipynb 18
 def _copy_db(src:Path, dst:Path):
     "Copy one database over another with SQLite's online backup API"
     a, b = _connect(src), _connect(dst)
@@ -97,7 +99,7 @@ def backup_db(db:Path,   # the database
     finally: _remove_db(part)
     return dest
 
-# %% ../../nbs/26_retrieval.migrate.ipynb 20
+# %% ../../nbs/26_retrieval.migrate.ipynb 22
 @dataclass
 class MigrationReport:
     "What `migrate` did, for people (`str`) and programs (`to_json`)"
@@ -114,7 +116,7 @@ class MigrationReport:
 
     def to_json(self)->dict: return asdict(self)
 
-# %% ../../nbs/26_retrieval.migrate.ipynb 21
+# %% ../../nbs/26_retrieval.migrate.ipynb 23
 def _n(k:int, word:str, plural:str|None=None)->str: return f"{k:,} {word if k == 1 else plural or word + 's'}"
 
 def _totals(c:dict)->str:
@@ -125,6 +127,7 @@ def _totals(c:dict)->str:
     if c['embeddings']: parts.append(_n(c['embeddings'], 'vector'))
     return ', '.join(parts)
 
+# %% ../../nbs/26_retrieval.migrate.ipynb 24
 @patch
 def _rebuild_lines(self:MigrationReport)->list:
     b, a = self.before, self.after
@@ -146,7 +149,7 @@ def __str__(self:MigrationReport):
     if self.embedded: lines.append(f"embedded {_n(self.embedded, 'chunk')}")
     return '\n'.join(lines)
 
-# %% ../../nbs/26_retrieval.migrate.ipynb 25
+# %% ../../nbs/26_retrieval.migrate.ipynb 28
 def _compare(before:dict, after:dict)->list:
     "What changed between two `db_counts`: chunks per scope, and the tables that existed before"
     scopes = sorted(set(before['chunks']) | set(after['chunks']))
@@ -165,7 +168,7 @@ def _upgrade_in_place(db:Path, backup:Path)->tuple:
         raise MultisError(f"{db}: the upgrade changed counts ({'; '.join(diffs)}); restored the database from {backup.name}")
     return before, after
 
-# %% ../../nbs/26_retrieval.migrate.ipynb 28
+# %% ../../nbs/26_retrieval.migrate.ipynb 33
 def _sibling(db:Path, suffix:str)->Path: return db.with_name(f"{db.name}.{suffix}")
 
 @contextmanager
@@ -179,13 +182,14 @@ def _write_lock(db:Path, timeout:float=5.0):
         if con.in_transaction: con.execute('ROLLBACK')
         con.close()
 
+# %% ../../nbs/26_retrieval.migrate.ipynb 34
 def _plan(st:Store, had_files:bool)->list:
     "(file, scope) of every file to read again: the old `files` table, or the files chunks came from"
     sql = ('SELECT file_path, scope FROM old.files' if had_files else "SELECT file_path, min(scope) FROM old.chunks "
            "WHERE document_type != 'conversation' GROUP BY file_path")
     return [tuple(r) for r in st.conn.execute(sql + ' ORDER BY file_path')]
 
-# %% ../../nbs/26_retrieval.migrate.ipynb 29
+# %% ../../nbs/26_retrieval.migrate.ipynb 35
 def _reindex(st:Store, plan:list, limits:IndexLimits, progress:bool=False)->dict:
     "Index each planned file into the new store; sorts them into reindexed, missing and failed"
     res = dict(reindexed=[], missing=[], failed=[])
@@ -196,7 +200,7 @@ def _reindex(st:Store, plan:list, limits:IndexLimits, progress:bool=False)->dict
         except MultisError as e: res['failed'].append([path, str(e)])
     return res
 
-# %% ../../nbs/26_retrieval.migrate.ipynb 30
+# %% ../../nbs/26_retrieval.migrate.ipynb 36
 _NOT_REREAD = 'file_path NOT IN (SELECT value FROM json_each(?))'
 
 _CARRY = ["""UPDATE main.chunks SET activation = o.activation, access_count = o.access_count,
@@ -220,7 +224,7 @@ def _copy_rest(st:Store, reindexed:list)->int:
         for sql in _CARRY: st.conn.execute(sql)
     return kept
 
-# %% ../../nbs/26_retrieval.migrate.ipynb 32
+# %% ../../nbs/26_retrieval.migrate.ipynb 38
 def _check_copy(st:Store, reindexed:list):
     "Every chunk not read again is there with its text; every access of a chunk that still exists came along"
     q = lambda sql, *args: st.conn.execute(sql, args).fetchone()[0]
@@ -238,7 +242,7 @@ def _check_new(st:Store, before:dict, after:dict):
     if (ok := st.conn.execute('PRAGMA quick_check').fetchone()[0]) != 'ok':
         raise MultisError(f"the rebuilt database failed SQLite's check ({ok}); the original was left untouched")
 
-# %% ../../nbs/26_retrieval.migrate.ipynb 33
+# %% ../../nbs/26_retrieval.migrate.ipynb 39
 def _embed(st:Store, embedder, progress:bool=False)->int:
     "Give chunks without a vector from `embedder` one, if an embedder is given"
     if embedder is None: return 0
@@ -259,7 +263,7 @@ def _build(new:Path, src:Path, before:dict, limits:IndexLimits, embedder=None, p
         st.conn.execute('PRAGMA wal_checkpoint(TRUNCATE)')
     return res
 
-# %% ../../nbs/26_retrieval.migrate.ipynb 35
+# %% ../../nbs/26_retrieval.migrate.ipynb 41
 def _swap(new:Path, db:Path):
     "Put the rebuilt database in the original's place with one rename, leaving none of the original's journals"
     con = _connect(db); con.execute('PRAGMA wal_checkpoint(TRUNCATE)'); con.close()
@@ -284,7 +288,7 @@ def _rebuild(db:Path, now, limits:IndexLimits, embedder=None, progress:bool=Fals
     finally: _remove_db(src); _remove_db(new)
     return MigrationReport(str(db), str(backup), True, before, **res)
 
-# %% ../../nbs/26_retrieval.migrate.ipynb 37
+# %% ../../nbs/26_retrieval.migrate.ipynb 43
 def _embed_db(db:Path, embedder, progress:bool=False)->int:
     if embedder is None: return 0
     with Store(db) as st: return _embed(st, embedder, progress)

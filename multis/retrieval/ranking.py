@@ -17,7 +17,7 @@ from fastcore.basics import patch
 from tqdm import tqdm
 from ..core import DocChunk, MultisError, chunk_to_dict
 
-# %% ../../nbs/20_retrieval.ranking.ipynb 8
+# %% ../../nbs/20_retrieval.ranking.ipynb 10
 def _seconds(t)->float:
     "A time as unix seconds: a number, or a datetime (naive ones are taken as local time)"
     if isinstance(t, datetime): s = t.timestamp()
@@ -31,7 +31,7 @@ def _check_decay(decay:float):
     if not (isinstance(decay, Real) and math.isfinite(decay) and decay > 0):
         raise ValueError(f"decay must be a positive number (ACT-R uses 0.5), got {decay!r}")
 
-# %% ../../nbs/20_retrieval.ranking.ipynb 9
+# %% ../../nbs/20_retrieval.ranking.ipynb 11
 def activation(access_times:Iterable, # when the chunk was accessed: unix seconds or datetimes, any order
                now,                   # the current time, same kinds
                decay:float=0.5,       # d: how fast a trace fades (> 0)
@@ -46,7 +46,7 @@ def activation(access_times:Iterable, # when the chunk was accessed: unix second
     recent = heapq.nlargest(max_accesses, times)
     return math.log1p(sum(max(now - t, 1.0) ** -decay for t in recent))
 
-# %% ../../nbs/20_retrieval.ranking.ipynb 21
+# %% ../../nbs/20_retrieval.ranking.ipynb 25
 DEFAULTS = dict(activation_weight=2.0,        # w in bm25 + w * activation
                 decay=0.5,                    # ACT-R d
                 candidate_factor=3,           # BM25 candidates fetched per result, reranked
@@ -62,7 +62,7 @@ def blend(bm25:float,        # positive BM25 score (higher is better)
     "The default score: `bm25 + weight * activation`"
     return bm25 + weight * activation
 
-# %% ../../nbs/20_retrieval.ranking.ipynb 27
+# %% ../../nbs/20_retrieval.ranking.ipynb 31
 @dataclass
 class Hit:
     "A search result: a chunk with its score parts and rank"
@@ -92,7 +92,7 @@ class Hit:
         try: return getattr(self, key)
         except AttributeError: raise KeyError(key) from None
 
-# %% ../../nbs/20_retrieval.ranking.ipynb 30
+# %% ../../nbs/20_retrieval.ranking.ipynb 34
 HIT_JSON_FIELDS = ('chunk_id', 'name', 'file_path', 'section_path', 'page_start', 'page_end', 'scope',
                    'element_type', 'score', 'bm25', 'activation', 'vector', 'hybrid', 'chunk_index', 'chunk_total',
                    'token_count', 'document_type', 'content')
@@ -104,14 +104,14 @@ def to_json(self:Hit)->dict:
          'vector':self.vector, 'hybrid':self.hybrid}
     return {k:d[k] for k in HIT_JSON_FIELDS}
 
-# %% ../../nbs/20_retrieval.ranking.ipynb 33
+# %% ../../nbs/20_retrieval.ranking.ipynb 37
 @patch
 def _repr_markdown_(self:Hit):
     head = f"**#{self.rank}** · score {self.score:.3f} · bm25 {self.bm25:.3f} · activation {self.activation:.3f}"
     if self.hybrid is not None: head += f" · vector {self.vector:.3f} · hybrid {self.hybrid:.3f}"
     return f"{head}\n\n{self.chunk._repr_markdown_()}"
 
-# %% ../../nbs/20_retrieval.ranking.ipynb 37
+# %% ../../nbs/20_retrieval.ranking.ipynb 41
 Scorer = Callable[[Hit], float]  # any callable hit -> number; larger ranks higher
 
 def actr_scorer(weight:float=2.0, # how much activation counts
@@ -125,7 +125,7 @@ def bm25_only(hit:Hit)->float:
     "A scorer ranking by BM25 alone, ignoring history"
     return hit.bm25
 
-# %% ../../nbs/20_retrieval.ranking.ipynb 40
+# %% ../../nbs/20_retrieval.ranking.ipynb 44
 def _score_of(scorer:Scorer, hit:Hit)->float:
     "The scorer's value for `hit`, checked to be a finite number"
     s = scorer(hit)
@@ -145,7 +145,7 @@ def rerank(hits:Iterable[Hit],       # candidates, in any order
     for i, h in enumerate(scored, 1): h.rank = i
     return scored[:limit]
 
-# %% ../../nbs/20_retrieval.ranking.ipynb 52
+# %% ../../nbs/20_retrieval.ranking.ipynb 56
 def _first_k(ranked_ids:Iterable[str], k:int|None)->list:
     "The first `k` distinct ids of a ranking (all if k is None)"
     if k is not None and k < 1: raise ValueError(f"k must be at least 1, got {k}")
@@ -155,7 +155,7 @@ def _gains(relevant:dict)->list:
     "Positive relevance grades, best first"
     return sorted((r for r in relevant.values() if r > 0), reverse=True)
 
-# %% ../../nbs/20_retrieval.ranking.ipynb 53
+# %% ../../nbs/20_retrieval.ranking.ipynb 57
 def ndcg_at_k(ranked_ids:Iterable[str], # the ranking, best first
               relevant:dict,            # doc id -> relevance grade (0: not relevant)
               k:int=10,                 # cutoff
@@ -166,7 +166,7 @@ def ndcg_at_k(ranked_ids:Iterable[str], # the ranking, best first
     dcg = sum(max(relevant.get(d, 0), 0) / math.log2(i + 1) for i, d in enumerate(ranked, 1))
     return dcg / sum(g / math.log2(i + 1) for i, g in enumerate(ideal, 1))
 
-# %% ../../nbs/20_retrieval.ranking.ipynb 56
+# %% ../../nbs/20_retrieval.ranking.ipynb 60
 def recall_at_k(ranked_ids:Iterable[str], # the ranking, best first
                 relevant:dict,            # doc id -> relevance grade (0: not relevant)
                 k:int=10,                 # cutoff
@@ -185,7 +185,7 @@ def mrr(ranked_ids:Iterable[str], # the ranking, best first
     if not _gains(relevant): return None
     return next((1/i for i, d in enumerate(ranked, 1) if relevant.get(d, 0) > 0), 0.0)
 
-# %% ../../nbs/20_retrieval.ranking.ipynb 59
+# %% ../../nbs/20_retrieval.ranking.ipynb 63
 def _need(folder:Path, name:str)->Path:
     "`folder/name`, or a MultisError naming the missing file"
     if not (folder/name).is_file(): raise MultisError(f"no {name} in BEIR folder {folder}")
@@ -201,7 +201,7 @@ def _jsonl(path:Path, fname:str)->Iterable[tuple[int, dict]]:
             if not isinstance(o, dict) or '_id' not in o: raise MultisError(f"{fname} line {i}: expected an object with an _id")
             yield i, o
 
-# %% ../../nbs/20_retrieval.ranking.ipynb 60
+# %% ../../nbs/20_retrieval.ranking.ipynb 64
 def _read_corpus(path:Path)->dict:
     "corpus.jsonl as {id: {'title', 'text'}}"
     return {str(o['_id']): {'title': o.get('title') or '', 'text': o.get('text') or ''}
@@ -215,7 +215,7 @@ def _read_queries(path:Path)->dict:
         res[str(o['_id'])] = o['text']
     return res
 
-# %% ../../nbs/20_retrieval.ranking.ipynb 61
+# %% ../../nbs/20_retrieval.ranking.ipynb 65
 def _read_qrels(path:Path, fname:str)->dict:
     "A qrels TSV (optional header `query-id corpus-id score`) as {qid: {docid: grade}}"
     try: lines = path.read_text(encoding='utf-8').splitlines()
@@ -230,7 +230,7 @@ def _read_qrels(path:Path, fname:str)->dict:
         res.setdefault(parts[0], {})[parts[1]] = grade
     return res
 
-# %% ../../nbs/20_retrieval.ranking.ipynb 62
+# %% ../../nbs/20_retrieval.ranking.ipynb 66
 def load_beir(path:Path|str, # BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv
               split:str='test', # which qrels file
              )->tuple[dict, dict, dict]: # corpus {id: {'title','text'}}, queries {id: text}, qrels {qid: {docid: grade}}
@@ -248,7 +248,7 @@ def load_beir(path:Path|str, # BEIR folder: corpus.jsonl, queries.jsonl, qrels/<
         raise MultisError(f"qrels/{split}.tsv judges {len(missing)} queries not in queries.jsonl (first: {missing[0]})")
     return corpus, {q: queries[q] for q in qrels}, qrels
 
-# %% ../../nbs/20_retrieval.ranking.ipynb 70
+# %% ../../nbs/20_retrieval.ranking.ipynb 74
 def _query_metrics(ranked:list, relevant:dict, ks:tuple)->dict|None:
     "nDCG and MRR at ks[0] and recall at each k for one query; None if nothing is relevant"
     ndcg = ndcg_at_k(ranked, relevant, ks[0])
@@ -258,7 +258,7 @@ def _query_metrics(ranked:list, relevant:dict, ks:tuple)->dict|None:
     res[f'mrr@{ks[0]}'] = mrr(ranked, relevant, ks[0])
     return res
 
-# %% ../../nbs/20_retrieval.ranking.ipynb 71
+# %% ../../nbs/20_retrieval.ranking.ipynb 75
 def evaluate(search:Callable[[str, int], list], # (query text, k) -> doc ids, best first
              queries:dict,          # query id -> text
              qrels:dict,            # query id -> {doc id: grade}

@@ -56,11 +56,13 @@ def save_vectors(self:SqliteVectors, model:str, # the embedder's name
             [(cid, scope, model, h, v.astype('<f4').tobytes()) for cid, scope, h, v in rows])
         return cur.rowcount
 
+# %% ../../nbs/24_retrieval.vectors.ipynb 14
 @patch
 def vector_counts(self:SqliteVectors)->dict:
     "model -> number of stored vectors"
     return dict(self._sql('SELECT model, count(*) FROM embeddings GROUP BY model').fetchall())
 
+# %% ../../nbs/24_retrieval.vectors.ipynb 15
 @patch
 def drop_orphan_vectors(self:SqliteVectors)->int:
     "Delete vectors whose chunk is gone or moved scope (a moved chunk is embedded again); returns how many"
@@ -68,7 +70,7 @@ def drop_orphan_vectors(self:SqliteVectors)->int:
         return self._sql('DELETE FROM embeddings WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.chunk_id = '
                          'embeddings.chunk_id AND c.scope = embeddings.scope)').rowcount
 
-# %% ../../nbs/24_retrieval.vectors.ipynb 15
+# %% ../../nbs/24_retrieval.vectors.ipynb 17
 def embed_pending(store:StoreContract, embedder:Embedder, # where and with what
                   chunk_ids:list|None=None,        # only these chunks; None = all that need one
                   batch:int=256,                   # chunks per model call and transaction
@@ -87,7 +89,7 @@ def embed_pending(store:StoreContract, embedder:Embedder, # where and with what
             bar.update(len(part))
     return done
 
-# %% ../../nbs/24_retrieval.vectors.ipynb 20
+# %% ../../nbs/24_retrieval.vectors.ipynb 24
 class _ScopeVectors:
     "One scope's vectors: ids, a float32 matrix and the row of each id"
     def __init__(self, gen:int, ids:list, matrix):
@@ -101,6 +103,7 @@ def _inode(store:StoreContract)->int:
     if '_ino' not in store.__dict__: store._ino = os.stat(store.path).st_ino
     return store._ino
 
+# %% ../../nbs/24_retrieval.vectors.ipynb 25
 class VectorIndex:
     "In-memory exact vector search over a store's chunks of one model, per scope"
     def __init__(self, store:StoreContract, model:str):
@@ -110,7 +113,7 @@ class VectorIndex:
 
     def __repr__(self): return f"VectorIndex({self.store!r}, {self.model!r})"
 
-# %% ../../nbs/24_retrieval.vectors.ipynb 21
+# %% ../../nbs/24_retrieval.vectors.ipynb 26
 @patch
 def _scope(self:VectorIndex, scope:str)->_ScopeVectors:
     "This scope's vectors, loaded again only when they changed"
@@ -133,7 +136,7 @@ def _scopes(self:VectorIndex, scopes:list|None)->list:
     if scopes is not None: return list(scopes)
     return [r[0] for r in self.store._sql('SELECT scope FROM vector_state')]
 
-# %% ../../nbs/24_retrieval.vectors.ipynb 22
+# %% ../../nbs/24_retrieval.vectors.ipynb 27
 @patch
 def top(self:VectorIndex, query,            # the query's unit vector (1-D)
         k:int=10,                            # how many
@@ -161,7 +164,7 @@ def similarity(self:VectorIndex, query, chunk_ids:list, scopes:list|None=None)->
         if rows: out.update(zip([c for c, _ in rows], (sv.matrix[[i for _, i in rows]] @ query).tolist()))
     return out
 
-# %% ../../nbs/24_retrieval.vectors.ipynb 25
+# %% ../../nbs/24_retrieval.vectors.ipynb 30
 log = logging.getLogger(__name__)
 
 def attach_embedder(store:StoreContract, cfg:dict)->StoreContract:
@@ -170,6 +173,7 @@ def attach_embedder(store:StoreContract, cfg:dict)->StoreContract:
     store.memory_vector_weight = vector_weight(cfg, 'memory_weight')
     return store
 
+# %% ../../nbs/24_retrieval.vectors.ipynb 31
 def embed_in_background(store:StoreContract)->threading.Thread|None:
     "Catch up on pending vectors in a thread with its own connection (daemon start); None without an embedder"
     if store.embedder is None: return None
@@ -181,6 +185,7 @@ def embed_in_background(store:StoreContract)->threading.Thread|None:
     t = threading.Thread(target=work, daemon=True, name='multis-embed'); t.start()
     return t
 
+# %% ../../nbs/24_retrieval.vectors.ipynb 32
 def embed_saved(store:StoreContract, chunk_ids:list)->int:
     "Embed chunks just saved with the store's embedder; a failing embedder only warns"
     try: return embed_pending(store, store.embedder, chunk_ids)
