@@ -15,7 +15,7 @@ from .embed import EmbeddingError
 from .ranking import DEFAULTS, Hit, rerank, actr_scorer
 from .vectors import VectorIndex
 
-# %% ../../nbs/22_retrieval.search.ipynb 5
+# %% ../../nbs/22_retrieval.search.ipynb 6
 STOPWORDS = frozenset("""a about above after again against all am an and any are aren't as at be because been before
 being below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during each
 few for from further had hadn't has hasn't have haven't having he he'd he'll he's her here here's hers herself him
@@ -38,7 +38,7 @@ def fts_query(terms:list)->str:
     "An FTS5 query that ORs the quoted terms"
     return ' OR '.join(f'"{t}"' for t in terms)
 
-# %% ../../nbs/22_retrieval.search.ipynb 8
+# %% ../../nbs/22_retrieval.search.ipynb 9
 _SCOPE = re.compile(r"kb|admin|user:[A-Za-z0-9_.@+:=-]{1,128}")
 
 def check_scopes(scopes:list|None)->list|None:
@@ -50,7 +50,7 @@ def check_scopes(scopes:list|None)->list|None:
             raise MultisError(f"unknown scope {s!r}: use kb, admin or user:<chatId>")
     return list(dict.fromkeys(scopes))
 
-# %% ../../nbs/22_retrieval.search.ipynb 11
+# %% ../../nbs/22_retrieval.search.ipynb 13
 FTS_TOKENIZE = 'porter unicode61'  # the store's full-text tokenizer; query words are tokenized with the same one
 
 class _Tokenizer:
@@ -86,11 +86,11 @@ def fts_tokens(words:list)->dict:
     if _tokenizer is None: _tokenizer = _Tokenizer()
     return _tokenizer(words)
 
-# %% ../../nbs/22_retrieval.search.ipynb 14
+# %% ../../nbs/22_retrieval.search.ipynb 16
 class SqliteSearch:
     "BM25, ACT-R and hybrid search over the SQLite store's FTS5 index (mixed into `Store`)"
 
-# %% ../../nbs/22_retrieval.search.ipynb 17
+# %% ../../nbs/22_retrieval.search.ipynb 20
 def _varint(b:bytes)->int:
     "The SQLite varint at the start of `b`"
     v = 0
@@ -106,7 +106,7 @@ def _fts_state(self:SqliteSearch)->tuple:
     recs = dict(self._sql('SELECT id, block FROM chunks_fts_data WHERE id IN (1, 10)').fetchall())
     return (recs.get(1), recs.get(10)), _varint(recs[1]) if recs.get(1) else 0
 
-# %% ../../nbs/22_retrieval.search.ipynb 18
+# %% ../../nbs/22_retrieval.search.ipynb 21
 @patch
 def doc_freqs(self:SqliteSearch, tokens:list, # FTS5 tokens (see `fts_tokens`)
              )->tuple:                 # (rows in the index, {token: rows holding it})
@@ -121,7 +121,7 @@ def doc_freqs(self:SqliteSearch, tokens:list, # FTS5 tokens (see `fts_tokens`)
         if t not in dfs: dfs[t] = (self._sql('SELECT doc FROM temp.multis_vocab WHERE term=?', (t,)).fetchone() or (0,))[0]
     return n, {t: dfs[t] for t in tokens}
 
-# %% ../../nbs/22_retrieval.search.ipynb 20
+# %% ../../nbs/22_retrieval.search.ipynb 23
 @patch
 def informative_terms(self:SqliteSearch, terms:list)->list:
     "`terms` without those in at least half the indexed rows (idf clamped to ~0), unless none would be left"
@@ -130,7 +130,7 @@ def informative_terms(self:SqliteSearch, terms:list)->list:
     n, df = self.doc_freqs(list(single.values()))
     return [w for w in terms if w not in single or 2*df[single[w]] < n] or terms
 
-# %% ../../nbs/22_retrieval.search.ipynb 24
+# %% ../../nbs/22_retrieval.search.ipynb 27
 _CAND_SQL = """WITH top AS (
   SELECT chunks_fts.rowid AS id, bm25(chunks_fts, ?, ?, ?) AS s FROM chunks_fts {join}
   WHERE chunks_fts MATCH ? {where} ORDER BY s LIMIT ?)
@@ -144,7 +144,7 @@ def _bm25_top(self:SqliteSearch, terms:list, n:int, scopes:list|None, bm25_weigh
     args = (*bm25_weights, fts_query(terms), *(scopes or ()), n)
     return self._sql(_CAND_SQL.format(join=join, where=where), args).fetchall()
 
-# %% ../../nbs/22_retrieval.search.ipynb 25
+# %% ../../nbs/22_retrieval.search.ipynb 28
 @patch
 def candidates(self:SqliteSearch, query:str,  # the user's text
                limit:int=10,            # hits wanted; candidates = candidate_factor x limit
@@ -166,7 +166,7 @@ def candidates(self:SqliteSearch, query:str,  # the user's text
     acts = self.activations([r['chunk_id'] for r in rows], now=now, decay=decay)
     return [Hit(self._chunk(r), bm25=r['bm25'], activation=acts.get(r['chunk_id'], 0.0)) for r in rows]
 
-# %% ../../nbs/22_retrieval.search.ipynb 29
+# %% ../../nbs/22_retrieval.search.ipynb 32
 @patch
 def search(self:SqliteSearch, query:str,     # the user's text (never FTS5 syntax)
            limit:int=10,               # hits to return
@@ -199,7 +199,7 @@ def search(self:SqliteSearch, query:str,     # the user's text (never FTS5 synta
     if record and hits: self.record_access([h.chunk_id for h in hits], query, now=now, decay=decay)
     return hits
 
-# %% ../../nbs/22_retrieval.search.ipynb 31
+# %% ../../nbs/22_retrieval.search.ipynb 37
 log = logging.getLogger(__name__)
 
 @patch
@@ -215,7 +215,7 @@ def _rows_with_bm25(self:SqliteSearch, chunk_ids:list, scopes:list|None, terms:l
                         f"AND +rowid IN ({','.join('?'*len(ids))})", (*bm25_weights, fts_query(terms), *ids)).fetchall())
     return [(r, bm.get(r['id'], 0.0)) for r in rows]
 
-# %% ../../nbs/22_retrieval.search.ipynb 32
+# %% ../../nbs/22_retrieval.search.ipynb 38
 def _minmax(xs:list)->list:
     lo, hi = min(xs), max(xs)
     return [(x - lo) / (hi - lo) if hi > lo else 1.0 for x in xs]
@@ -234,7 +234,7 @@ def _blend_hybrid(hits:list, weight:float,    # vector share for document chunks
         h.hybrid, h.scale = w * vn.get(id(h), bn) + (1 - w) * bn, top if top > 0 else 1.0
     return hits
 
-# %% ../../nbs/22_retrieval.search.ipynb 33
+# %% ../../nbs/22_retrieval.search.ipynb 39
 @patch
 def hybrid_candidates(self:SqliteSearch, query:str, # the user's text
                       keyword:list,          # the BM25 candidates (`Store.candidates`)
