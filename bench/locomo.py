@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import CACHE, machine
 from multis.core import DocChunk
 from multis.config import DEFAULT_CONFIG
-from multis.memory.chat import ChatMemory, chat_scope, log_message, _stamp, day_words, CONTEXT_GAP, CONTEXT_WORDS
+from multis.memory.chat import ChatMemory, chat_scope, _stamp
+from multis.memory.capture import log_message, day_words, CONTEXT_GAP, CONTEXT_WORDS
 from multis.retrieval.ranking import DEFAULTS
 from multis.retrieval.search import fts_query, query_terms
 from multis.retrieval.store import Store, FTS_TOKENIZE, text_hash
