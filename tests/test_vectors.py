@@ -137,7 +137,8 @@ def test_bad_embeddings_config_keeps_search_working(tmp_path, caplog):
 def test_service_searches_hybrid_and_embeds_chat_messages(tmp_path):
     import httpx
     from multis.config import load_config
-    from multis.run.service import create_app, service_token, ServiceThread
+    from multis.run.service import create_app, ServiceThread
+    from multis.run.guard import service_token
     home = tmp_path/'home'; home.mkdir()
     cfg = load_config(home/'config.json', env=False)
     cfg['embeddings'].update(provider='hash', model='64')
