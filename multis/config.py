@@ -118,11 +118,12 @@ def _plugins()->dict:
     "name -> entry point, of the installed packages' `multis.platforms` entry points"
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
+# %% ../nbs/01_config.ipynb 20
 def platform_names()->list:
     "Every platform multis knows: built-in, registered, then from installed packages"
     return list(dict.fromkeys([*_builtin(), *_registered, *_plugins()]))
 
-# %% ../nbs/01_config.ipynb 20
+# %% ../nbs/01_config.ipynb 22
 _DECLARED = ('name', 'prefix', 'defaults', 'secrets', 'questions', 'bot_chat', 'natural', 'business')
 
 def _load(target):
@@ -141,7 +142,7 @@ def platform_spec(name:str)->type:
     _specs[name] = cls
     return cls
 
-# %% ../nbs/01_config.ipynb 21
+# %% ../nbs/01_config.ipynb 23
 def platform_specs()->dict:
     "name -> declaration of every platform that loads (one that fails is logged and left out)"
     res = {}
@@ -154,29 +155,32 @@ def config_defaults(cls:type)->dict:
     "The `platforms.<name>` defaults of platform class `cls`: `enabled` False, then its own"
     return {'enabled': False, **cls.defaults}
 
-# %% ../nbs/01_config.ipynb 25
+# %% ../nbs/01_config.ipynb 27
 def platform_defaults()->dict:
     "`{name: defaults}` for the `platforms` section of the config defaults"
     return {n: config_defaults(cls) for n, cls in platform_specs().items()}
 
+# %% ../nbs/01_config.ipynb 29
 def platform_secrets()->dict:
     "Dotted secret config keys of every platform -> the environment variables that may fill them"
     return {f'platforms.{n}.{k}': list(v) for n, cls in platform_specs().items() for k, v in cls.secrets.items()}
 
+# %% ../nbs/01_config.ipynb 31
 def platform_questions()->list:
     "(platform name, `InitQuestion`) of every platform, in the order the wizard asks them"
     qs = [(n, q) for n, cls in platform_specs().items() for q in cls.questions]
     return sorted(qs, key=lambda o: o[1].order)
 
-# %% ../nbs/01_config.ipynb 27
+# %% ../nbs/01_config.ipynb 33
 def default_config()->dict:
     "`DEFAULT_CONFIG` with the `platforms` section of every known platform"
     return deep_merge(DEFAULT_CONFIG, {'platforms': platform_defaults()})
 
-# %% ../nbs/01_config.ipynb 31
+# %% ../nbs/01_config.ipynb 37
 class ConfigError(MultisError):
     "A config file that cannot be used; the message names the file and the key or line"
 
+# %% ../nbs/01_config.ipynb 39
 _IDS = {'owner_id', 'pairing_code'}  # chat ids and codes may be written as numbers
 
 def _kind(v):
@@ -194,12 +198,12 @@ def _type_errors(cfg:dict, defaults:dict, prefix:str='')->list:
         elif isinstance(dv, dict) and dv: errs += _type_errors(v, dv, f"{name}.")
     return errs
 
-# %% ../nbs/01_config.ipynb 33
+# %% ../nbs/01_config.ipynb 41
 def _drop_nulls(d:dict)->dict:
     "A copy of `d` without the keys whose value is `null`, at every depth: null means unset"
     return {k: _drop_nulls(v) if isinstance(v, dict) else v for k,v in d.items() if v is not None}
 
-# %% ../nbs/01_config.ipynb 36
+# %% ../nbs/01_config.ipynb 44
 def cfg_get(cfg:dict, key:str, default=None):
     "The value at dotted `key` (`'llm.model'`), or `default`"
     for k in key.split('.'):
@@ -212,7 +216,7 @@ def _cfg_set(cfg:dict, key:str, value):
     for k in parents: cfg = cfg.setdefault(k, {})
     cfg[last] = value
 
-# %% ../nbs/01_config.ipynb 39
+# %% ../nbs/01_config.ipynb 47
 SECRET_KEYS = {   # config key -> environment variables that may fill it ({provider: [...]} when it depends on `<section>.provider`)
     'llm.api_key': {'anthropic': ['ANTHROPIC_API_KEY'], 'openai': ['OPENAI_API_KEY']},
     'embeddings.api_key': {'openai': ['OPENAI_API_KEY']},
@@ -224,7 +228,7 @@ def secret_keys()->dict:
     "Every secret config key -> its environment variables: the core's and providers', then each platform's"
     return {**SECRET_KEYS, **platform_secrets()}
 
-# %% ../nbs/01_config.ipynb 41
+# %% ../nbs/01_config.ipynb 49
 def _flat(v)->list:
     "The strings of a secret value: a string, the keys of a dict (`service.tokens` maps each token to its grants), a list's items"
     if isinstance(v, dict): return [s for k in v for s in _flat(k)]
@@ -235,7 +239,7 @@ def secret_values(cfg:dict)->list:
     "The secret values `cfg` holds (tokens, keys, the service's tokens), for redaction"
     return list(dict.fromkeys(s for k in secret_keys() for s in _flat(cfg_get(cfg, k))))
 
-# %% ../nbs/01_config.ipynb 44
+# %% ../nbs/01_config.ipynb 52
 def fill_from_env(cfg:dict, env_file:Path|None=None, environ=None)->dict:
     "Fill empty secret keys of `cfg` (in place) from `environ`, then from the `.env` file"
     environ = os.environ if environ is None else environ
@@ -247,7 +251,7 @@ def fill_from_env(cfg:dict, env_file:Path|None=None, environ=None)->dict:
         if val: _cfg_set(cfg, key, val)
     return cfg
 
-# %% ../nbs/01_config.ipynb 47
+# %% ../nbs/01_config.ipynb 55
 def config_path()->Path:
     "Where the config lives: `<home>/config.json`"
     return home_path('config.json')
@@ -261,7 +265,7 @@ def _read_json(path:Path)->dict:
     if not isinstance(data, dict): raise ConfigError(f"{path}: the top level must be a JSON object {{...}}")
     return data
 
-# %% ../nbs/01_config.ipynb 48
+# %% ../nbs/01_config.ipynb 56
 def load_config(path:Path|str|None=None, # config file; default `<home>/config.json`
                 env:bool=True,           # fill empty secret keys from the environment and `<home>/.env`
                )->dict:                  # the full config, defaults merged in
@@ -273,13 +277,13 @@ def load_config(path:Path|str|None=None, # config file; default `<home>/config.j
     cfg = deep_merge(defaults, user)
     return fill_from_env(cfg, path.parent/'.env') if env else cfg
 
-# %% ../nbs/01_config.ipynb 50
+# %% ../nbs/01_config.ipynb 58
 def save_config(cfg:dict, path:Path|str|None=None)->Path:
     "Write `cfg` as indented JSON, atomically, readable by the owner only (0600)"
     path = Path(path) if path else config_path()
     return atomic_write(path, json.dumps(cfg, indent=2, ensure_ascii=False) + '\n', mode=0o600)
 
-# %% ../nbs/01_config.ipynb 55
+# %% ../nbs/01_config.ipynb 63
 def _home_hint(home:Path)->str:
     if home.exists() and not home.is_dir(): return f" (the multis home {home} is a file: set MULTIS_HOME to a folder)"
     return f" (multis needs a multis home it can write: {home})"
@@ -294,6 +298,7 @@ def error_line(e:BaseException)->str|None:
     if isinstance(e, sqlite3.Error): return f"database error: {e}" + _home_hint(home)
     return None
 
+# %% ../nbs/01_config.ipynb 66
 def report_errors(func:Callable, *args, **kwargs)->int:
     "`func(*args, **kwargs)`, its exit status; an error a user can act on is one line on stderr and status 1"
     try: return func(*args, **kwargs)
