@@ -44,6 +44,7 @@ def tg_len(text:str)->int:
     "Length of `text` as Telegram counts it (UTF-16 code units)"
     return len(text.encode('utf-16-le')) // 2
 
+# %% ../../nbs/71_platforms.telegram.ipynb 11
 def _fit(text:str, limit:int)->int:
     "How many characters of `text` fit in `limit` UTF-16 units"
     n = min(len(text), limit)
@@ -58,7 +59,7 @@ def _cut(text:str, limit:int)->int:
         if (i := text.rfind(sep, 0, n)) >= n // 2: return i + len(sep)
     return n
 
-# %% ../../nbs/71_platforms.telegram.ipynb 10
+# %% ../../nbs/71_platforms.telegram.ipynb 12
 def split_message(text:str,                 # a reply of any length
                   limit:int=TELEGRAM_LIMIT, # the longest part, in UTF-16 units
                  )->list:                   # parts whose concatenation is `text`
@@ -69,7 +70,7 @@ def split_message(text:str,                 # a reply of any length
         parts.append(text[:n]); text = text[n:]
     return [p for p in parts if p.strip()]
 
-# %% ../../nbs/71_platforms.telegram.ipynb 14
+# %% ../../nbs/71_platforms.telegram.ipynb 16
 _MENTION = re.compile(r'(/[A-Za-z0-9_]+)@(\w+)')
 
 def normalise_command(text:str,          # a message's text
@@ -81,7 +82,7 @@ def normalise_command(text:str,          # a message's text
     if bot_username and m.group(2).lower() != bot_username.lower(): return None
     return m.group(1) + text[m.end():]
 
-# %% ../../nbs/71_platforms.telegram.ipynb 17
+# %% ../../nbs/71_platforms.telegram.ipynb 19
 MAX_AGE = 120
 
 def is_stale(date,                     # the message's date: a datetime or seconds since the epoch
@@ -92,7 +93,7 @@ def is_stale(date,                     # the message's date: a datetime or secon
     ts = date.timestamp() if isinstance(date, datetime) else float(date)
     return ts < started_at - max_age
 
-# %% ../../nbs/71_platforms.telegram.ipynb 20
+# %% ../../nbs/71_platforms.telegram.ipynb 22
 def to_message(tg,                    # a telegram.Message (or an object with the same fields)
                bot_username:str='',   # this bot's username, to normalise commands
               )->Message|None:
@@ -105,7 +106,7 @@ def to_message(tg,                    # a telegram.Message (or an object with th
     return Message('telegram', tg.chat.id, user.id, text, chat_type=kind, sender_name=getattr(user, 'full_name', '') or '',
                    msg_id=getattr(tg, 'message_id', None))
 
-# %% ../../nbs/71_platforms.telegram.ipynb 25
+# %% ../../nbs/71_platforms.telegram.ipynb 27
 def document_refusal(document,   # a telegram.Document (file_name, file_size)
                      cfg:dict,   # the config (indexing.max_file_mb)
                     )->str|None: # the reply refusing it, or None
@@ -114,14 +115,14 @@ def document_refusal(document,   # a telegram.Document (file_name, file_size)
     if size <= limits.max_bytes: return None
     return f"{document.file_name or 'That file'} is too large to index ({size / 2**20:.1f} MB; the limit is {limits.max_mb:g} MB)."
 
-# %% ../../nbs/71_platforms.telegram.ipynb 28
+# %% ../../nbs/71_platforms.telegram.ipynb 30
 EXPIRED = "That question has expired; send the file again."
 
 def scope_keyboard()->InlineKeyboardMarkup:
     "Inline buttons `kb` and `admin` answering the scope question"
     return InlineKeyboardMarkup([[InlineKeyboardButton(s, callback_data=s) for s in SCOPES]])
 
-# %% ../../nbs/71_platforms.telegram.ipynb 31
+# %% ../../nbs/71_platforms.telegram.ipynb 33
 _EXECUTOR, _EXECUTOR_LOCK = None, threading.Lock()
 
 def router_executor()->ThreadPoolExecutor:
@@ -131,7 +132,7 @@ def router_executor()->ThreadPoolExecutor:
         if _EXECUTOR is None: _EXECUTOR = ThreadPoolExecutor(1, thread_name_prefix='multis-router')
         return _EXECUTOR
 
-# %% ../../nbs/71_platforms.telegram.ipynb 34
+# %% ../../nbs/71_platforms.telegram.ipynb 36
 log = logging.getLogger(__name__)
 
 class TelegramPlatform(TelegramSpec, Platform):
@@ -150,7 +151,7 @@ class TelegramPlatform(TelegramSpec, Platform):
 
     def __repr__(self): return f"TelegramPlatform({'running' if self.app else 'stopped'})"
 
-# %% ../../nbs/71_platforms.telegram.ipynb 36
+# %% ../../nbs/71_platforms.telegram.ipynb 38
 def _waiting(router:Router, m:Message)->bool:
     "Whether a kb-or-admin question waits in the chat of `m`"
     p = router.pending.get(router._chat_key(m))
@@ -162,12 +163,13 @@ def _handle(self:TelegramPlatform, m:Message, button:bool=False)->tuple:
     if button and not _waiting(self.router, m): return EXPIRED, False
     return self.router.handle(m), _waiting(self.router, m)
 
+# %% ../../nbs/71_platforms.telegram.ipynb 39
 @patch
 async def _run(self:TelegramPlatform, fn:Callable, *args):
     "Run a blocking call on the executor"
     return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
-# %% ../../nbs/71_platforms.telegram.ipynb 38
+# %% ../../nbs/71_platforms.telegram.ipynb 41
 DOWNLOAD_TIMEOUT = 300
 
 def _on_loop(loop)->bool:
@@ -185,7 +187,7 @@ def _fetcher(self:TelegramPlatform, filename:str, file_id:str)->Callable:
         except (TelegramError, TimeoutError) as e: raise MultisError(f"{filename}: Telegram could not deliver the file ({e or 'timed out'})") from None
     return fetch
 
-# %% ../../nbs/71_platforms.telegram.ipynb 40
+# %% ../../nbs/71_platforms.telegram.ipynb 43
 def _retry_wait(e:Exception, backoff:float)->float|None:
     "Seconds to wait before trying again after `e`, or None when retrying cannot help"
     if isinstance(e, RetryAfter):
@@ -206,7 +208,7 @@ async def _send_part(self:TelegramPlatform, chat_id, text:str, markup=None):
             log.info("Telegram: sending to chat %s failed (%s); trying again in %.1f s", chat_id, e, wait)
             await asyncio.sleep(wait)
 
-# %% ../../nbs/71_platforms.telegram.ipynb 41
+# %% ../../nbs/71_platforms.telegram.ipynb 44
 @patch
 async def send(self:TelegramPlatform,
                chat_id,                 # the Telegram chat id
@@ -224,12 +226,13 @@ async def send(self:TelegramPlatform,
         ids.append(msg.message_id)
     return ids
 
-# %% ../../nbs/71_platforms.telegram.ipynb 43
+# %% ../../nbs/71_platforms.telegram.ipynb 46
 async def _quietly(aw):
     "Await a Telegram call whose failure does not matter"
     try: return await aw
     except TelegramError as e: log.debug("Telegram: %s", e)
 
+# %% ../../nbs/71_platforms.telegram.ipynb 47
 @patch
 def _answers(self:TelegramPlatform, m:Message)->bool:
     "Whether multis answers the sender of `m` here (owner or paired, in a chat it serves)"
@@ -246,7 +249,7 @@ async def _attach(self:TelegramPlatform, m:Message, doc)->bool:
     m.attachment = Attachment(name, fetch=self._fetcher(name, doc.file_id))
     return True
 
-# %% ../../nbs/71_platforms.telegram.ipynb 44
+# %% ../../nbs/71_platforms.telegram.ipynb 48
 @patch
 async def on_message(self:TelegramPlatform, update, context=None):
     "Handle a text or document message: route it, send the reply"
@@ -258,7 +261,7 @@ async def on_message(self:TelegramPlatform, update, context=None):
     reply, asks = await self._run(self._handle, m)
     if reply: await self.send(m.chat_id, reply, scope_keyboard() if asks else None)
 
-# %% ../../nbs/71_platforms.telegram.ipynb 46
+# %% ../../nbs/71_platforms.telegram.ipynb 50
 @patch
 async def on_callback(self:TelegramPlatform, update, context=None):
     "Handle a kb/admin button press"
@@ -277,7 +280,7 @@ async def on_error(self:TelegramPlatform, update, context):
     "Log an error raised while handling an update; the bot carries on"
     log.error("Telegram: error while handling an update", exc_info=context.error)
 
-# %% ../../nbs/71_platforms.telegram.ipynb 66
+# %% ../../nbs/71_platforms.telegram.ipynb 70
 def build_application(token:str,        # the bot token
                       base_url:str='',  # `platforms.telegram.base_url`
                      )->Application:
@@ -286,7 +289,7 @@ def build_application(token:str,        # the bot token
     return (Application.builder().token(token).base_url(api).base_file_url(files)
             .connect_timeout(10).read_timeout(30).write_timeout(30).job_queue(None).build())
 
-# %% ../../nbs/71_platforms.telegram.ipynb 69
+# %% ../../nbs/71_platforms.telegram.ipynb 73
 ALLOWED_UPDATES = ['message', 'callback_query']
 
 def _quiet_http_logs():
@@ -296,6 +299,7 @@ def _quiet_http_logs():
 
 def _polling_error(e:TelegramError): log.warning("Telegram: polling failed (%s); retrying", e)
 
+# %% ../../nbs/71_platforms.telegram.ipynb 74
 @patch
 def _build(self:TelegramPlatform, token:str)->Application:
     "The Application with this platform's handlers"
@@ -305,7 +309,7 @@ def _build(self:TelegramPlatform, token:str)->Application:
     app.add_error_handler(self.on_error)
     return app
 
-# %% ../../nbs/71_platforms.telegram.ipynb 70
+# %% ../../nbs/71_platforms.telegram.ipynb 75
 @patch
 async def _connect(self:TelegramPlatform):
     "Initialize the Application (getMe), retrying network errors"
@@ -318,7 +322,7 @@ async def _connect(self:TelegramPlatform):
             log.warning("Telegram: cannot reach %s (%s); trying again", host, e)
             await asyncio.sleep(min(30, self.retry_delay * 2**attempt))
 
-# %% ../../nbs/71_platforms.telegram.ipynb 71
+# %% ../../nbs/71_platforms.telegram.ipynb 76
 @patch
 async def start(self:TelegramPlatform):
     "Connect to Telegram and start long polling; a MultisError when it cannot"
@@ -337,7 +341,7 @@ async def start(self:TelegramPlatform):
         if isinstance(e, TelegramError): raise MultisError(f"Telegram: could not start polling ({e}).") from None
         raise
 
-# %% ../../nbs/71_platforms.telegram.ipynb 73
+# %% ../../nbs/71_platforms.telegram.ipynb 78
 @patch
 async def stop(self:TelegramPlatform):
     "Stop polling, finish the messages being handled (replies included), disconnect"
