@@ -20,7 +20,7 @@ from ..chat.message import Message
 from ..chat.platform import Platform
 from .builtin import BeeperSpec, DEFAULT_URL
 
-# %% ../../nbs/72_platforms.beeper.ipynb 6
+# %% ../../nbs/72_platforms.beeper.ipynb 7
 def sort_value(key)->tuple:
     "A message's sortKey as something to compare: digit strings by number, other keys as text"
     k = '' if key is None else str(key)
@@ -30,7 +30,7 @@ def is_newer(key, than)->bool:
     "Whether sortKey `key` comes after `than`; every key is newer than None"
     return than is None or sort_value(key) > sort_value(than)
 
-# %% ../../nbs/72_platforms.beeper.ipynb 9
+# %% ../../nbs/72_platforms.beeper.ipynb 10
 log = logging.getLogger(__name__)
 
 class BeeperCursor:
@@ -52,13 +52,13 @@ class BeeperCursor:
         "Write the file atomically"
         atomic_write(self.path, json.dumps({'since': self.since, 'chats': self.chats, 'outbox': self.outbox}, indent=1))
 
-# %% ../../nbs/72_platforms.beeper.ipynb 12
+# %% ../../nbs/72_platforms.beeper.ipynb 13
 @patch
 def advance(self:BeeperCursor, chat_id:str, key:str):
     "Mark the message with sortKey `key` (and all before it) in `chat_id` as done with"
     if is_newer(key, self.chats.get(chat_id)): self.chats[chat_id] = key
 
-# %% ../../nbs/72_platforms.beeper.ipynb 15
+# %% ../../nbs/72_platforms.beeper.ipynb 16
 def _is_me(user, me:set)->bool: return bool(getattr(user, 'is_self', False)) or getattr(user, 'id', None) in me
 
 def is_self_chat(chat,        # a chat from the API
@@ -70,7 +70,7 @@ def is_self_chat(chat,        # a chat from the API
     complete = (getattr(p, 'total', None) or len(users)) <= len(users)
     return getattr(chat, 'type', None) == 'single' and bool(users) and complete and all(_is_me(u, me) for u in users)
 
-# %% ../../nbs/72_platforms.beeper.ipynb 18
+# %% ../../nbs/72_platforms.beeper.ipynb 19
 TAG = '[multis]'
 
 def _skipped(m)->bool:
@@ -89,7 +89,7 @@ def beeper_message(m, chat, me:set=frozenset(), self_chat:bool=False)->Message|N
                    route_hint='natural' if mine and self_chat else None, sender_name=getattr(m, 'sender_name', None) or '',
                    msg_id=getattr(m, 'id', None))
 
-# %% ../../nbs/72_platforms.beeper.ipynb 21
+# %% ../../nbs/72_platforms.beeper.ipynb 22
 TOKEN_HELP = "Beeper rejected the token: set platforms.beeper.token (Beeper Desktop > Settings > Developers)"
 MAX_TRIES, CHAT_PAGE, MAX_CHAT_PAGES, MAX_MESSAGE_PAGES, MAX_BACKOFF = 3, 50, 20, 20, 60
 
@@ -112,7 +112,7 @@ class BeeperPlatform(BeeperSpec, Platform):
 
     def __repr__(self): return f"BeeperPlatform({self.url}, {len(self.cursor.chats)} chats tracked, problem={self.problem})"
 
-# %% ../../nbs/72_platforms.beeper.ipynb 23
+# %% ../../nbs/72_platforms.beeper.ipynb 24
 @patch
 def _chats_with_news(self:BeeperPlatform):
     "Chats that may hold unseen messages, most recently active first"
@@ -127,7 +127,7 @@ def _chats_with_news(self:BeeperPlatform):
                 yield chat
         if not news or i + 1 >= MAX_CHAT_PAGES: return
 
-# %% ../../nbs/72_platforms.beeper.ipynb 25
+# %% ../../nbs/72_platforms.beeper.ipynb 26
 @patch
 def _read_back(self:BeeperPlatform, chat_id:str, keep)->list:
     "Messages of `chat_id`, read newest first until a page holds one `keep` rejects; all those read, oldest first"
@@ -140,7 +140,7 @@ def _read_back(self:BeeperPlatform, chat_id:str, keep)->list:
             log.warning("Beeper chat %s: more than %d pages of new messages; older ones are skipped", chat_id, i + 1); break
     return sorted(seen, key=lambda m: sort_value(m.sort_key))
 
-# %% ../../nbs/72_platforms.beeper.ipynb 27
+# %% ../../nbs/72_platforms.beeper.ipynb 28
 def _epoch(m)->float:
     t = getattr(m, 'timestamp', None)
     return t.timestamp() if hasattr(t, 'timestamp') else math.inf
@@ -161,7 +161,7 @@ def _unseen(self:BeeperPlatform, chat, first:bool)->list:
     self.cursor.chats[chat.id] = old[-1].sort_key if old else None
     return msgs[len(old):]
 
-# %% ../../nbs/72_platforms.beeper.ipynb 29
+# %% ../../nbs/72_platforms.beeper.ipynb 30
 @patch
 def _router_message(self:BeeperPlatform, chat, m, self_chat:bool)->Message|None:
     "The `Message` to hand to the router, or None when multis must leave `m` alone"
@@ -171,11 +171,12 @@ def _router_message(self:BeeperPlatform, chat, m, self_chat:bool)->Message|None:
     msg.route_hint = 'business'
     return msg
 
-# %% ../../nbs/72_platforms.beeper.ipynb 31
+# %% ../../nbs/72_platforms.beeper.ipynb 32
 def tagged(text:str)->str:
     "`text` starting with `[multis]`, as every message multis sends does"
     return text if text.startswith(TAG) else f"{TAG} {text}"
 
+# %% ../../nbs/72_platforms.beeper.ipynb 34
 @patch
 def _done(self:BeeperPlatform, chat_id:str, key:str, reply:str|None):
     "Record message `key` as handled (with its reply queued), save, then send what is queued"
@@ -195,13 +196,8 @@ def _failed(self:BeeperPlatform, chat_id:str, key:str)->bool:
     self.failures.pop((chat_id, key)); self.cursor.advance(chat_id, key); self.cursor.save()
     return True
 
-# %% ../../nbs/72_platforms.beeper.ipynb 33
+# %% ../../nbs/72_platforms.beeper.ipynb 36
 def _may_pass_later(e:APIStatusError)->bool: return e.status_code in (401, 403, 408, 429) or e.status_code >= 500
-
-@patch
-def send_text(self:BeeperPlatform, chat_id:str, text:str):
-    "Send `text` to `chat_id` now, prefixed `[multis] ` (blocking; raises the client's errors)"
-    self.client.messages.send(chat_id, text=tagged(text))
 
 @patch
 def _flush_outbox(self:BeeperPlatform):
@@ -214,7 +210,13 @@ def _flush_outbox(self:BeeperPlatform):
             log.error("Beeper refused a reply to chat %s (%s); it is dropped", chat_id, e.status_code)
         self.cursor.outbox.pop(0); self.cursor.save()
 
-# %% ../../nbs/72_platforms.beeper.ipynb 35
+# %% ../../nbs/72_platforms.beeper.ipynb 39
+@patch
+def send_text(self:BeeperPlatform, chat_id:str, text:str):
+    "Send `text` to `chat_id` now, prefixed `[multis] ` (blocking; raises the client's errors)"
+    self.client.messages.send(chat_id, text=tagged(text))
+
+# %% ../../nbs/72_platforms.beeper.ipynb 42
 @patch
 def _handle(self:BeeperPlatform, chat, m, self_chat:bool)->bool:
     "Deal with message `m`: hand it to the router or leave it alone; False if the router failed (the chat waits)"
@@ -239,12 +241,13 @@ def _poll_chat(self:BeeperPlatform, chat, first:bool):
         if (pv := getattr(chat, 'preview', None)) is not None: self.cursor.advance(chat.id, pv.sort_key)
     self.cursor.save()
 
-# %% ../../nbs/72_platforms.beeper.ipynb 37
+# %% ../../nbs/72_platforms.beeper.ipynb 44
 def own_ids(client:BeeperDesktop)->set:
     "The owner's user ids on every connected account (`GET /v1/accounts`)"
     try: return {a.user.id for a in client.accounts.list() if getattr(a, 'user', None)}
     except NotFoundError: return set()
 
+# %% ../../nbs/72_platforms.beeper.ipynb 46
 class _NoToken(Exception): "No Beeper token in the config"
 
 @patch
@@ -262,7 +265,7 @@ def _poll(self:BeeperPlatform):
         log.info("Beeper: first poll; %d chats start after their newest message (history is not answered)",
                  len(self.cursor.chats))
 
-# %% ../../nbs/72_platforms.beeper.ipynb 39
+# %% ../../nbs/72_platforms.beeper.ipynb 48
 @patch
 def _trouble(self:BeeperPlatform, e:Exception):
     "Log a problem once per episode and back off"
@@ -288,7 +291,7 @@ def poll_once(self:BeeperPlatform)->int:
     self.problem, self.backoff = None, 0.0
     return self.handled
 
-# %% ../../nbs/72_platforms.beeper.ipynb 41
+# %% ../../nbs/72_platforms.beeper.ipynb 50
 @patch
 async def start(self:BeeperPlatform):
     "Start polling Beeper in the background"
@@ -305,7 +308,7 @@ async def _run(self:BeeperPlatform):
         try: await asyncio.wait_for(self._wake.wait(), self.backoff or self.poll_interval)
         except asyncio.TimeoutError: pass
 
-# %% ../../nbs/72_platforms.beeper.ipynb 42
+# %% ../../nbs/72_platforms.beeper.ipynb 51
 @patch
 async def stop(self:BeeperPlatform):
     "Stop polling after the message in hand; the cursor is saved"
@@ -315,6 +318,7 @@ async def stop(self:BeeperPlatform):
     self._task, self._stopping = None, False
     self.cursor.save()
 
+# %% ../../nbs/72_platforms.beeper.ipynb 52
 @patch
 async def send(self:BeeperPlatform, chat_id:str, text:str):
     "Send `text` to `chat_id`, prefixed `[multis] ` (raises the client's errors)"
