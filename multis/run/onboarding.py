@@ -33,6 +33,7 @@ def fields()->dict:
     qs += [(False, LLM_ORDER, n, k) for n, k in LLM_FIELDS.items()]
     return {n: k for _, _, n, k in sorted(qs, key=lambda t: t[:2])}
 
+# %% ../../nbs/81_run.onboarding.ipynb 11
 def _set(cfg:dict, key:str, value):
     *parents, last = key.split('.')
     for k in parents: cfg = cfg.setdefault(k, {})
@@ -43,7 +44,7 @@ def _is_own(cfg:dict, key:str)->bool:
     v = cfg_get(cfg, key)
     return v not in (None, '') and v != cfg_get(default_config(), key)
 
-# %% ../../nbs/81_run.onboarding.ipynb 12
+# %% ../../nbs/81_run.onboarding.ipynb 14
 def _or(choices)->str: return f"{', '.join(choices[:-1])} or {choices[-1]}"
 
 def check_answers(answers:dict,          # the flags' or the wizard's answers
@@ -60,7 +61,7 @@ def check_answers(answers:dict,          # the flags' or the wizard's answers
         if mine := {q.name: a[q.name] for q in spec.questions if q.name in a}: a |= spec.check_answers(mine, cfg or {})
     return a
 
-# %% ../../nbs/81_run.onboarding.ipynb 14
+# %% ../../nbs/81_run.onboarding.ipynb 16
 def _switch_on(cfg:dict, a:dict):
     "Turn each platform on or off as the answers say: its switch, else a non-empty answer to a question that enables it"
     for p, spec in platform_specs().items():
@@ -83,11 +84,12 @@ def apply_answers(cfg:dict,          # the config as in config.json (`load_confi
     _switch_on(cfg, a)
     return kept
 
-# %% ../../nbs/81_run.onboarding.ipynb 17
+# %% ../../nbs/81_run.onboarding.ipynb 19
 def _ask(ask:Callable, prompt:str)->str:
     try: return ask(prompt)
     except (EOFError, StopIteration): raise MultisError("init cancelled: the input ended before the last question; nothing was written") from None
 
+# %% ../../nbs/81_run.onboarding.ipynb 20
 def _choose(ask, say, question:str, choices, default:str)->str:
     "One of `choices`, asked until the answer (or its unique prefix) is one"
     while True:
@@ -98,7 +100,7 @@ def _choose(ask, say, question:str, choices, default:str)->str:
 def _yes_no(ask, say, question:str, default:bool)->bool:
     return _choose(ask, say, question, ('yes', 'no'), 'yes' if default else 'no') == 'yes'
 
-# %% ../../nbs/81_run.onboarding.ipynb 18
+# %% ../../nbs/81_run.onboarding.ipynb 21
 def _secret(ask_secret, say, question:str, current:str, check:Callable=lambda v: v)->str|None:
     "A new secret, '' to remove it, or None to keep the current one"
     while True:
@@ -116,7 +118,7 @@ def _text(ask, say, question:str, current:str, check:Callable=lambda v: v)->str|
         try: return check(v)
         except MultisError as e: say(f"  {e}")
 
-# %% ../../nbs/81_run.onboarding.ipynb 21
+# %% ../../nbs/81_run.onboarding.ipynb 24
 def _llm_questions(cfg:dict, ask, ask_secret, say)->dict:
     cur = cfg_get(cfg, 'llm.provider') or 'none'
     prov = _choose(ask, say, "Language model provider", LLM_CHOICES, cur)
@@ -133,7 +135,7 @@ def _llm_questions(cfg:dict, ask, ask_secret, say)->dict:
         res['llm_base_url'] = url or (cfg_get(cfg, 'llm.base_url') if same else '')
     return res
 
-# %% ../../nbs/81_run.onboarding.ipynb 22
+# %% ../../nbs/81_run.onboarding.ipynb 25
 def _platform_answer(cfg:dict, p:str, q, ask, ask_secret, say):
     "The answer to platform `p`'s question `q` (None: keep the current value)"
     cur = cfg_get(cfg, f'platforms.{p}.{q.key}')
@@ -156,7 +158,7 @@ def wizard(cfg:dict,                       # the current config (its values are 
         if (v := _platform_answer(cfg, p, q, ask, ask_secret, say)) is not None: res[q.name] = v
     return res if llm else res | _llm_questions(cfg, ask, ask_secret, say)
 
-# %% ../../nbs/81_run.onboarding.ipynb 26
+# %% ../../nbs/81_run.onboarding.ipynb 29
 def _llm_line(cfg:dict, full:dict)->str:
     p = cfg_get(cfg, 'llm.provider')
     if not p: return "model: none (answers quote the best passages; run `multis init` again to add one)"
@@ -174,7 +176,7 @@ def init_summary(cfg:dict, path:Path, kept:list)->str:
     lines += [f"Pairing code: {code}", f"  Send /start {code} to your bot ({who}).", "Next: multis start"]
     return '\n'.join(lines)
 
-# %% ../../nbs/81_run.onboarding.ipynb 27
+# %% ../../nbs/81_run.onboarding.ipynb 30
 def run_init(answers:dict|None=None,     # flag values (see `apply_answers`); None: none
              interactive:bool=False,     # ask the wizard's questions (flags become their defaults)
              force:bool=False,           # let the flags replace values config.json has
@@ -197,12 +199,13 @@ def run_init(answers:dict|None=None,     # flag values (see `apply_answers`); No
     say(init_summary(cfg, path, kept))
     return cfg
 
-# %% ../../nbs/81_run.onboarding.ipynb 36
+# %% ../../nbs/81_run.onboarding.ipynb 39
 class _Flag(Param):
     "A `Param` whose help says its default once, however many parsers are built from it"
     def __init__(self, help:str, type): super().__init__(help, type); self._doc = self.help
     def set_default(self, d): self.help = self._doc; super().set_default(d)
 
+# %% ../../nbs/81_run.onboarding.ipynb 40
 LLM_FLAGS = {'llm_provider': Param("the language model provider", str, choices=list(LLM_CHOICES)),
              'llm_model': Param("the model name (default: the provider's)", str), 'llm_key': Param("the provider's API key", str),
              'llm_base_url': Param("the server, for an OpenAI-compatible server or Ollama elsewhere", str)}
@@ -217,7 +220,7 @@ def init_flags()->list:
     qs = [(q.order, _flags_of(q)) for p, q in platform_questions()] + [(LLM_ORDER, list(LLM_FLAGS.items()))]
     return [f for _, fs in sorted(qs, key=lambda t: t[0]) for f in fs]
 
-# %% ../../nbs/81_run.onboarding.ipynb 38
+# %% ../../nbs/81_run.onboarding.ipynb 42
 def _with_flags(f:Callable)->Callable:
     "`f` with `init_flags()` in its signature after its first parameter, for the command line"
     P, sig = inspect.Parameter, inspect.signature(f)
@@ -236,7 +239,7 @@ def _switches(flags:dict)->dict:
         a[q.name] = True if on else False if off else None
     return a
 
-# %% ../../nbs/81_run.onboarding.ipynb 40
+# %% ../../nbs/81_run.onboarding.ipynb 44
 @_with_flags
 def init(non_interactive:bool=False,  # ask nothing: use the flags, keep what config.json has
          force:bool=False,            # let the flags replace values config.json already has
