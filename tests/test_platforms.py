@@ -35,7 +35,7 @@ def _py(code, env): return subprocess.run([sys.executable, '-c', code], env=env,
 def test_the_entry_point_registers_the_platform_everywhere(tmp_path, plugin):
     "Found by name; its defaults in the config, its secret in the one declaration (filled from its environment variable)"
     home = tmp_path/'home'; home.mkdir()
-    code = ("import json; from multis.chat.platform import platform_names, get_platform; from multis.config import load_config, secret_keys\n"
+    code = ("import json; from multis.chat.platform import get_platform; from multis.config import load_config, platform_names, secret_keys\n"
             "cfg = load_config()\n"
             "print(json.dumps([platform_names(), get_platform('toy').__name__, cfg['platforms']['toy'], secret_keys()['platforms.toy.token']]))")
     r = _py(code, _env(home, plugin, TOY_TOKEN=TOKEN))
@@ -43,7 +43,7 @@ def test_the_entry_point_registers_the_platform_everywhere(tmp_path, plugin):
     names, cls, section, envs = json.loads(r.stdout)
     assert names[:2] == ['telegram', 'beeper'] and 'toy' in names and cls == 'ToyPlatform'
     assert section == {'enabled': False, 'folder': '', 'token': TOKEN, 'poll_interval': 0.05} and envs == ['TOY_TOKEN']
-    r = _py("from multis.chat.platform import platform_names; print(platform_names())", {**os.environ, 'MULTIS_HOME': str(home)})
+    r = _py("from multis.config import platform_names; print(platform_names())", {**os.environ, 'MULTIS_HOME': str(home)})
     assert 'toy' not in r.stdout                                                        # not installed: unknown
 
 

@@ -8,7 +8,7 @@ __all__ = ['log', 'Platform', 'platform_rules', 'command_prefix', 'get_platform'
 # %% ../../nbs/64_chat.platform.ipynb 2
 import logging
 from ..core import MultisError
-from ..config import PlatformSpec, cfg_get, config_defaults, import_path, platform_names, platform_spec, register_platform, _registered
+from ..config import PlatformSpec, cfg_get, config_defaults, import_path, platform_names, platform_spec
 
 # %% ../../nbs/64_chat.platform.ipynb 5
 class Platform(PlatformSpec):

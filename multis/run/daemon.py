@@ -14,7 +14,7 @@ from typing import Callable
 from filelock import FileLock, Timeout
 from fastcore.basics import patch
 from ..core import MultisError, atomic_write, multis_home
-from ..config import cfg_get, load_config, secret_values
+from ..config import cfg_get, load_config, platform_names, secret_values
 from ..retrieval.store import Store
 from ..retrieval.store import open_store
 from ..retrieval.vectors import embed_in_background
@@ -22,7 +22,7 @@ from ..memory.conversation import Conversation
 from ..memory.chat import cleanup_temp
 from ..governance.rules import load_governance
 from ..governance.audit import remember_secrets
-from ..chat.platform import get_platform, platform_names
+from ..chat.platform import get_platform
 from ..chat.router import Router
 from ..chat.scheduler import Scheduler, platform_deliverer, track_activity
 
