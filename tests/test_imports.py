@@ -11,13 +11,6 @@ PKG = REPO/'multis'
 LEVELS = {'multis': 0, 'core': 0, 'config': 0, 'retrieval': 1, 'documents': 1, 'answer': 2, 'memory': 2,
           'governance': 2, 'chat': 3, 'platforms': 4, 'run': 5, 'workbench': 5, 'cli': 6, 'bot': 6}
 
-# Known violations, each fixed by its owner; the lead removes an entry when its fix lands (strict xfail: a fixed
-# entry left here fails, so the list cannot go stale).
-KNOWN_CYCLES = {}
-KNOWN_ARROWS = {}
-
-KNOWN_LONERS = {}   # module -> why it cannot be imported alone yet
-
 def module_name(path:Path)->str:
     "`multis/a/b.py` -> 'multis.a.b'; `multis/a/__init__.py` -> 'multis.a'"
     parts = list(path.relative_to(REPO).with_suffix('').parts)
@@ -95,23 +88,13 @@ def test_every_module_has_a_chapter():
 
 # ---- cycles
 
-def test_no_import_cycles_but_the_known_ones():
-    unknown = [c for c in cycles(graph()) if not any(set(k) <= set(c) for k in KNOWN_CYCLES)]
-    assert unknown == [], f"import cycles: {unknown}"
-
-@pytest.mark.parametrize('pair', [pytest.param(k, marks=pytest.mark.xfail(reason=r, strict=True)) for k,r in KNOWN_CYCLES.items()])
-def test_known_cycle_is_gone(pair):
-    assert not any(set(pair) <= set(c) for c in cycles(graph())), f"still a cycle: {pair}"
+def test_no_import_cycles():
+    assert cycles(graph()) == [], "import cycles"
 
 # ---- chapter arrows
 
-def test_chapter_arrows_hold_but_the_known_violations():
-    unknown = [v for v in arrow_violations(graph()) if v not in KNOWN_ARROWS]
-    assert unknown == [], f"a lower chapter imports a higher one: {unknown}"
-
-@pytest.mark.parametrize('edge', [pytest.param(k, marks=pytest.mark.xfail(reason=r, strict=True)) for k,r in KNOWN_ARROWS.items()])
-def test_known_arrow_violation_is_gone(edge):
-    assert edge not in arrow_violations(graph())
+def test_chapter_arrows_hold():
+    assert arrow_violations(graph()) == [], "a lower chapter imports a higher one"
 
 def test_retrieval_embed_no_longer_imports_answer():
     assert not any(chapter(b) == 'answer' for b in graph()['multis.retrieval.embed'])
@@ -147,8 +130,4 @@ def failed_alone()->dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 def test_each_module_imports_alone_in_a_fresh_interpreter():
-    assert {m: e for m, e in failed_alone().items() if m not in KNOWN_LONERS} == {}
-
-@pytest.mark.parametrize('mod', [pytest.param(k, marks=pytest.mark.xfail(reason=r, strict=True)) for k,r in KNOWN_LONERS.items()])
-def test_known_lone_import_failure_is_gone(mod):
-    assert mod not in failed_alone()
+    assert failed_alone() == {}
