@@ -65,7 +65,7 @@ class Watcher:
                  debounce:float=1.0,          # seconds of quiet before a changed file is indexed
                  scan:bool=True,              # index every folder once on start
                  *, path_check=None):         # called with each file's resolved path; raises a `MultisError` to refuse it
-        self.db, self.path_check = (store.path if isinstance(store, Store) else str(store)), path_check
+        self.db, self.path_check = (store.path if hasattr(store, 'reopen') else str(store)), path_check
         self.entries, self.limits, self.debounce, self.scan = watch_entries(cfg), IndexLimits.from_config(cfg), debounce, scan
         self.cfg = cfg
         self.pending, self.cond, self.stopping = {}, threading.Condition(), False

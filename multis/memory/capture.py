@@ -17,7 +17,7 @@ from filelock import Timeout
 from fastcore.basics import patch
 from ..core import DocChunk, LazyModule, MultisError, multis_home
 from ..answer.prompts import fence, fence_id
-from ..retrieval.store import Store
+from ..retrieval.store import Store, open_store
 from .chat import (DAY, ChatMemory, _check_msg_id, _day, _entry, _filter_memory, _key, _lock_for, _mem_cfg,
                                 _now, _stamp, file_lock, without_ids, writing)
 
@@ -234,9 +234,9 @@ def _run(self:CaptureWorker, key:str, mem:ChatMemory, now):
 @patch
 def _store(self:CaptureWorker)->Store:
     "This thread's store: its own connection to the database file, or the given `:memory:` store"
-    if isinstance(self.store, Store) and self.store.path == ':memory:': return self.store
+    if hasattr(self.store, 'reopen') and self.store.path == ':memory:': return self.store
     if getattr(self._local, 'store', None) is None:
-        self._local.store = self.store.reopen() if isinstance(self.store, Store) else Store(self.store)
+        self._local.store = self.store.reopen() if hasattr(self.store, 'reopen') else open_store(self.store)
         with self._guard: self._stores.append(self._local.store)
     return self._local.store
 
