@@ -487,8 +487,13 @@ def proc_nbs(repo:Path=REPO, n_workers:int=2)->Path:
     from unittest.mock import patch as mock_patch
     os.chdir(repo)  # nbdev finds settings.ini from the working directory
     import nbdev.quarto as q
-    with mock_patch.object(q, '_ensure_quarto', lambda: None):  # it would download Quarto and run `sudo dpkg -i`
-        return q._pre_docs(n_workers=n_workers, force=True)[0]
+    side = repo/'nbs'/'sidebar.yml'
+    kept = side.read_text(encoding='utf-8') if side.exists() else None
+    try:
+        with mock_patch.object(q, '_ensure_quarto', lambda: None):  # it would download Quarto and run `sudo dpkg -i`
+            return q._pre_docs(n_workers=n_workers, force=True)[0]
+    finally:  # `force` also makes nbdev rewrite the sidebar flat, ignoring `custom_sidebar`: keep the chapters' one
+        if kept is not None: side.write_text(kept, encoding='utf-8')
 
 def _first_error(e:BaseException)->str:
     "The notebook and cell, and the error under it, from a `proc_nbs` failure (its cause is a worker's traceback)"
