@@ -8,7 +8,7 @@ __all__ = ['log', 'Platform', 'platform_rules', 'command_prefix', 'get_platform'
 # %% ../../nbs/64_chat.platform.ipynb 2
 import logging
 from ..core import MultisError
-from ..config import PlatformSpec, cfg_get, config_defaults, import_path, platform_names, platform_spec
+from ..config import PlatformSpec, cfg_get, config_defaults, each_platform, import_path, platform_names, platform_spec
 
 # %% ../../nbs/64_chat.platform.ipynb 5
 class Platform(PlatformSpec):
@@ -49,8 +49,4 @@ def get_platform(name:str)->type:
 # %% ../../nbs/64_chat.platform.ipynb 10
 def loadable_platforms()->dict:
     "name -> class of every platform that loads (one that fails is logged and left out)"
-    res = {}
-    for n in platform_names():
-        try: res[n] = get_platform(n)
-        except MultisError as e: log.warning("%s", e)
-    return res
+    return each_platform(get_platform)
