@@ -119,12 +119,13 @@ def chat_memory(req, access:Access, chat_id:str)->dict[str, Any]:
     mem = _chat(req, access, chat_id, False)
     return dict(chat_id=mem.chat_id, scope=mem.scope, memory=mem.load_memory())
 
+# %% ../../nbs/83_run.mcp.ipynb 27
 def chat_forget(req, access:Access, chat_id:str)->dict[str, Any]:
     "Clear a chat's memory.md and its summaries"
     mem = _chat(req, access, chat_id, True); n = forget(mem, req.app.state.pool.get()); note(req, removed=n)
     return dict(chat_id=mem.chat_id, scope=mem.scope, removed=n)
 
-# %% ../../nbs/83_run.mcp.ipynb 28
+# %% ../../nbs/83_run.mcp.ipynb 30
 def chat_facts(req, access:Access, chat_id:str, topic:str,
                values:list|None=None,  # store this ranked list (rank 1 first)
                value:str|None=None,    # store one fact (at `rank`, if given)
@@ -138,7 +139,7 @@ def chat_facts(req, access:Access, chat_id:str, topic:str,
     if value is not None: return [_fact_out(fs.store_fact(chat_id, topic, 'ranked' if rank else 'single', value, rank))]
     return [_fact_out(f) for f in ([fs.get_fact(chat_id, topic, rank)] if rank else fs.get_facts(chat_id, topic)) if f]
 
-# %% ../../nbs/83_run.mcp.ipynb 32
+# %% ../../nbs/83_run.mcp.ipynb 34
 def index_path(req, access:Access, path:str, scope:str='kb', recursive:bool=True, force:bool=False)->dict[str, Any]:
     "The service's `/index/path` for the owner only: inside the allowed folders, governed file by file"
     note(req, scope=scope, path=path[:300])
@@ -153,7 +154,7 @@ def indexed_docs(req, access:Access)->dict[str, Any]:
     st = req.app.state.pool.get()
     return dict(scoped_stats(st, access.read), documents=st.files(access.read))
 
-# %% ../../nbs/83_run.mcp.ipynb 36
+# %% ../../nbs/83_run.mcp.ipynb 38
 def chunk_view(req, access:Access, chunk_id:str)->dict[str, Any]:
     "A chunk inside the caller's scopes, with its citation and the chunks just before and after it in its file"
     st, sc = req.app.state.pool.get(), read_scopes(access, None); note(req, chunk=chunk_id[:100])
@@ -162,14 +163,14 @@ def chunk_view(req, access:Access, chunk_id:str)->dict[str, Any]:
     near = [x for x in st.file_chunks(c.file_path) if abs(x.chunk_index - c.chunk_index) == 1 and x.scope == c.scope]
     return dict(citation=source_label(c), chunk=chunk_to_dict(c), neighbours=[chunk_to_dict(x) for x in near])
 
-# %% ../../nbs/83_run.mcp.ipynb 40
+# %% ../../nbs/83_run.mcp.ipynb 42
 _Query = Annotated[str, Field(min_length=1, max_length=2000, description='the words to look for (plain text, not query syntax)')]
 _Scopes = Optional[list[Annotated[str, Field(pattern=SCOPE_PATTERN)]]]
 _ScopesArg = Annotated[_Scopes, Field(max_length=50, description="search only these scopes (kb, admin, user:<chatId>); default all you may read")]
 _ChatArg = Annotated[str, Field(min_length=1, max_length=200, description="the chat id (a Telegram id, a Beeper chat, a terminal session)")]
 _Topic = Annotated[str, Field(min_length=1, max_length=200, description="a topic key or phrase: 'favourite colours'")]
 
-# %% ../../nbs/83_run.mcp.ipynb 41
+# %% ../../nbs/83_run.mcp.ipynb 43
 def _search_tools(srv:MCPServer, s:Session):
     @srv.tool(name='search', description="Search my indexed documents and notes. Returns hits with a citation label "
               "('file, page N' or 'file, Section > Path'), section path, pages, score parts and an excerpt.")
@@ -183,7 +184,7 @@ def _search_tools(srv:MCPServer, s:Session):
             chat_id:Annotated[Optional[str], Field(min_length=1, max_length=200, description="use this chat's memory")]=None)->dict[str, Any]:
         return s.call('ask', lambda r: ask_docs(r, s.access, question, scopes, chat_id), chars=len(question), scopes=scopes)
 
-# %% ../../nbs/83_run.mcp.ipynb 42
+# %% ../../nbs/83_run.mcp.ipynb 44
 def _memory_tools(srv:MCPServer, s:Session):
     @srv.tool(name='remember', description="Add a durable note to a chat's memory (memory.md), searchable in the chat's scope.")
     def remember_(chat_id:_ChatArg, note:Annotated[str, Field(min_length=1, max_length=4000)])->dict[str, Any]:
@@ -202,7 +203,7 @@ def _memory_tools(srv:MCPServer, s:Session):
               rank:Annotated[Optional[int], Field(ge=1, le=1000)]=None)->list[dict]:
         return s.call('facts', lambda r: chat_facts(r, s.access, chat_id, topic, values, value, rank))
 
-# %% ../../nbs/83_run.mcp.ipynb 43
+# %% ../../nbs/83_run.mcp.ipynb 45
 def _index_tools(srv:MCPServer, s:Session):
     @srv.tool(name='index', description="Index a file or folder (owner only; it must be inside the allowed folders of governance.json).")
     def index(path:Annotated[str, Field(min_length=1, max_length=4096, pattern=r'^[^\x00-\x1f\x7f]+$', description='a file or folder')],
@@ -213,7 +214,7 @@ def _index_tools(srv:MCPServer, s:Session):
     @srv.tool(name='docs', description="What is indexed in the scopes I may read: counts per type and scope, and each file.")
     def docs()->dict[str, Any]: return s.call('docs', lambda r: indexed_docs(r, s.access))
 
-# %% ../../nbs/83_run.mcp.ipynb 44
+# %% ../../nbs/83_run.mcp.ipynb 46
 ANSWER_PROMPT = ("Answer from my documents. First call the `search` tool (or `ask`) with the key words of the question; "
                  "answer only from the hits, cite each claim with its citation label in square brackets, like "
                  "[notes.md, Ferry], and say so when the documents do not answer it.\n\nQuestion: {question}")
@@ -231,14 +232,14 @@ def _resources(srv:MCPServer, s:Session):
     @srv.prompt(name='answer_from_documents', description='Answer a question from my documents, citing them')
     def answer(question:str)->str: return ANSWER_PROMPT.format(question=question)
 
-# %% ../../nbs/83_run.mcp.ipynb 45
+# %% ../../nbs/83_run.mcp.ipynb 47
 def create_server(s:Session)->MCPServer:
     "The MCP server of a `Session`: its tools, resources and prompt"
     srv = MCPServer('multis', instructions="Search and cite the user's local documents; keep a chat's notes and facts.")
     for add in (_search_tools, _memory_tools, _index_tools, _resources): add(srv, s)
     return srv
 
-# %% ../../nbs/83_run.mcp.ipynb 49
+# %% ../../nbs/83_run.mcp.ipynb 51
 def _log_to_stderr():
     "multis' log lines to stderr: stdout carries the protocol only"
     h = logging.StreamHandler(sys.stderr); h.setFormatter(logging.Formatter('%(levelname)s %(name)s: %(message)s'))
