@@ -88,9 +88,13 @@ def test_scope_refusal_is_one_line_error(home):
 
 def test_bad_argument_is_an_error(home):
     is_err, text, _ = call(home, 'search', {'query': '', 'limit': 1000})
-    assert is_err and 'limit' in text
+    assert is_err and text.startswith('bad arguments for search: query (') and 'limit (' in text and '\n' not in text
     is_err, text, _ = call(home, 'facts', {'chat_id': '7'})
-    assert is_err and 'topic' in text
+    assert is_err and text == 'bad arguments for facts: topic (Field required)'
+    is_err, text, _ = call(home, 'nosuch', {})
+    assert is_err and text == "unknown tool 'nosuch'"
+    rec = [r for r in read_audit(home['home']) if r['event'] == 'mcp'][-1]
+    assert rec['tool'] == 'nosuch' and rec['outcome'] == 'invalid'
 
 def test_remember_then_memory(home):
     async def fn(s):

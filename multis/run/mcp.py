@@ -4,7 +4,8 @@
 
 # %% auto 0
 __all__ = ['log', 'NO_MODEL', 'ANSWER_PROMPT', 'Session', 'mcp_access', 'search_hits', 'ask_docs', 'chat_remember', 'chat_memory',
-           'chat_forget', 'chat_facts', 'index_path', 'indexed_docs', 'chunk_view', 'create_server', 'serve_stdio']
+           'chat_forget', 'chat_facts', 'index_path', 'indexed_docs', 'chunk_view', 'bad_arguments', 'MultisMCP',
+           'create_server', 'serve_stdio']
 
 # %% ../../nbs/83_run.mcp.ipynb 2
 import json, logging, sys
@@ -12,7 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Annotated, Any, Optional
 from fastcore.basics import patch
-from pydantic import Field
+from pydantic import Field, ValidationError
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from ..core import MultisError, chunk_to_dict, multis_home
@@ -65,12 +66,17 @@ def call(self:Session, tool:str,        # the tool or resource name, for the aud
     try: res, result, reason = fn(req), 'ok', None
     except Exception as e: (result, reason), res = _why(e), e
     if result == 'error': log.error('mcp %s failed', tool, exc_info=res)
-    extra = req.scope['state']['audit'] | ({'reason': reason} if reason else {})
-    audit('mcp', home=self.state.home, platform='mcp', user=self.access.name, tool=tool, **extra, outcome=result)
+    self.record(tool, result, **req.scope['state']['audit'], **({'reason': reason} if reason else {}))
     if reason: raise err(reason) from None
     return res
 
-# %% ../../nbs/83_run.mcp.ipynb 13
+# %% ../../nbs/83_run.mcp.ipynb 9
+@patch
+def record(self:Session, tool:str, result:str, **fields):
+    "One audit line for a call: `mcp`, the caller, the tool, its fields and `result` ('ok', 'refused', 'invalid', 'error')"
+    audit('mcp', home=self.state.home, platform='mcp', user=self.access.name, tool=tool, **fields, outcome=result)
+
+# %% ../../nbs/83_run.mcp.ipynb 14
 def mcp_access(cfg:dict, home:Path|str,
                scopes:list|None=None,  # `--scope` values: serve only these (read and write)
                token:str|None=None,    # `--token`: a `service.tokens` entry, with its scopes
@@ -83,7 +89,7 @@ def mcp_access(cfg:dict, home:Path|str,
     if scopes: return Access(check_scopes(list(scopes)), check_scopes(list(scopes)), 'mcp-scoped')
     return Access()
 
-# %% ../../nbs/83_run.mcp.ipynb 18
+# %% ../../nbs/83_run.mcp.ipynb 19
 def _hit_out(h, query:str)->dict[str, Any]:
     d = h.to_json(); text = d.pop('content')
     return dict(citation=source_label(h.chunk), **d, excerpt=excerpt(text, query.split()))
@@ -96,7 +102,7 @@ def search_hits(req, access:Access, query:str, limit:int=10, scopes:list|None=No
     note(req, hits=len(hits))
     return [_hit_out(h, query) for h in hits]
 
-# %% ../../nbs/83_run.mcp.ipynb 21
+# %% ../../nbs/83_run.mcp.ipynb 22
 NO_MODEL = 'no model configured: the answer is the passages found'
 
 def ask_docs(req, access:Access, question:str, scopes:list|None=None, chat_id:str|None=None, limit:int=5)->dict[str, Any]:
@@ -107,7 +113,7 @@ def ask_docs(req, access:Access, question:str, scopes:list|None=None, chat_id:st
     if res['model'] is None: res['note'] = NO_MODEL
     return res
 
-# %% ../../nbs/83_run.mcp.ipynb 25
+# %% ../../nbs/83_run.mcp.ipynb 26
 def chat_remember(req, access:Access, chat_id:str, text:str)->dict[str, Any]:
     "Add `text` to a chat's memory.md (and index it in the chat's scope)"
     mem = _chat(req, access, chat_id, True); note(req, chars=len(text))
@@ -119,13 +125,13 @@ def chat_memory(req, access:Access, chat_id:str)->dict[str, Any]:
     mem = _chat(req, access, chat_id, False)
     return dict(chat_id=mem.chat_id, scope=mem.scope, memory=mem.load_memory())
 
-# %% ../../nbs/83_run.mcp.ipynb 27
+# %% ../../nbs/83_run.mcp.ipynb 28
 def chat_forget(req, access:Access, chat_id:str)->dict[str, Any]:
     "Clear a chat's memory.md and its summaries"
     mem = _chat(req, access, chat_id, True); n = forget(mem, req.app.state.pool.get()); note(req, removed=n)
     return dict(chat_id=mem.chat_id, scope=mem.scope, removed=n)
 
-# %% ../../nbs/83_run.mcp.ipynb 30
+# %% ../../nbs/83_run.mcp.ipynb 31
 def chat_facts(req, access:Access, chat_id:str, topic:str,
                values:list|None=None,  # store this ranked list (rank 1 first)
                value:str|None=None,    # store one fact (at `rank`, if given)
@@ -139,7 +145,7 @@ def chat_facts(req, access:Access, chat_id:str, topic:str,
     if value is not None: return [_fact_out(fs.store_fact(chat_id, topic, 'ranked' if rank else 'single', value, rank))]
     return [_fact_out(f) for f in ([fs.get_fact(chat_id, topic, rank)] if rank else fs.get_facts(chat_id, topic)) if f]
 
-# %% ../../nbs/83_run.mcp.ipynb 34
+# %% ../../nbs/83_run.mcp.ipynb 35
 def index_path(req, access:Access, path:str, scope:str='kb', recursive:bool=True, force:bool=False)->dict[str, Any]:
     "The service's `/index/path` for the owner only: inside the allowed folders, governed file by file"
     note(req, scope=scope, path=path[:300])
@@ -154,7 +160,7 @@ def indexed_docs(req, access:Access)->dict[str, Any]:
     st = req.app.state.pool.get()
     return dict(scoped_stats(st, access.read), documents=st.files(access.read))
 
-# %% ../../nbs/83_run.mcp.ipynb 38
+# %% ../../nbs/83_run.mcp.ipynb 39
 def chunk_view(req, access:Access, chunk_id:str)->dict[str, Any]:
     "A chunk inside the caller's scopes, with its citation and the chunks just before and after it in its file"
     st, sc = req.app.state.pool.get(), read_scopes(access, None); note(req, chunk=chunk_id[:100])
@@ -163,14 +169,14 @@ def chunk_view(req, access:Access, chunk_id:str)->dict[str, Any]:
     near = [x for x in st.file_chunks(c.file_path) if abs(x.chunk_index - c.chunk_index) == 1 and x.scope == c.scope]
     return dict(citation=source_label(c), chunk=chunk_to_dict(c), neighbours=[chunk_to_dict(x) for x in near])
 
-# %% ../../nbs/83_run.mcp.ipynb 42
+# %% ../../nbs/83_run.mcp.ipynb 43
 _Query = Annotated[str, Field(min_length=1, max_length=2000, description='the words to look for (plain text, not query syntax)')]
 _Scopes = Optional[list[Annotated[str, Field(pattern=SCOPE_PATTERN)]]]
 _ScopesArg = Annotated[_Scopes, Field(max_length=50, description="search only these scopes (kb, admin, user:<chatId>); default all you may read")]
 _ChatArg = Annotated[str, Field(min_length=1, max_length=200, description="the chat id (a Telegram id, a Beeper chat, a terminal session)")]
 _Topic = Annotated[str, Field(min_length=1, max_length=200, description="a topic key or phrase: 'favourite colours'")]
 
-# %% ../../nbs/83_run.mcp.ipynb 43
+# %% ../../nbs/83_run.mcp.ipynb 44
 def _search_tools(srv:MCPServer, s:Session):
     @srv.tool(name='search', description="Search my indexed documents and notes. Returns hits with a citation label "
               "('file, page N' or 'file, Section > Path'), section path, pages, score parts and an excerpt.")
@@ -184,7 +190,7 @@ def _search_tools(srv:MCPServer, s:Session):
             chat_id:Annotated[Optional[str], Field(min_length=1, max_length=200, description="use this chat's memory")]=None)->dict[str, Any]:
         return s.call('ask', lambda r: ask_docs(r, s.access, question, scopes, chat_id), chars=len(question), scopes=scopes)
 
-# %% ../../nbs/83_run.mcp.ipynb 44
+# %% ../../nbs/83_run.mcp.ipynb 45
 def _memory_tools(srv:MCPServer, s:Session):
     @srv.tool(name='remember', description="Add a durable note to a chat's memory (memory.md), searchable in the chat's scope.")
     def remember_(chat_id:_ChatArg, note:Annotated[str, Field(min_length=1, max_length=4000)])->dict[str, Any]:
@@ -203,7 +209,7 @@ def _memory_tools(srv:MCPServer, s:Session):
               rank:Annotated[Optional[int], Field(ge=1, le=1000)]=None)->list[dict]:
         return s.call('facts', lambda r: chat_facts(r, s.access, chat_id, topic, values, value, rank))
 
-# %% ../../nbs/83_run.mcp.ipynb 45
+# %% ../../nbs/83_run.mcp.ipynb 46
 def _index_tools(srv:MCPServer, s:Session):
     @srv.tool(name='index', description="Index a file or folder (owner only; it must be inside the allowed folders of governance.json).")
     def index(path:Annotated[str, Field(min_length=1, max_length=4096, pattern=r'^[^\x00-\x1f\x7f]+$', description='a file or folder')],
@@ -214,7 +220,7 @@ def _index_tools(srv:MCPServer, s:Session):
     @srv.tool(name='docs', description="What is indexed in the scopes I may read: counts per type and scope, and each file.")
     def docs()->dict[str, Any]: return s.call('docs', lambda r: indexed_docs(r, s.access))
 
-# %% ../../nbs/83_run.mcp.ipynb 46
+# %% ../../nbs/83_run.mcp.ipynb 47
 ANSWER_PROMPT = ("Answer from my documents. First call the `search` tool (or `ask`) with the key words of the question; "
                  "answer only from the hits, cite each claim with its citation label in square brackets, like "
                  "[notes.md, Ferry], and say so when the documents do not answer it.\n\nQuestion: {question}")
@@ -232,14 +238,34 @@ def _resources(srv:MCPServer, s:Session):
     @srv.prompt(name='answer_from_documents', description='Answer a question from my documents, citing them')
     def answer(question:str)->str: return ANSWER_PROMPT.format(question=question)
 
-# %% ../../nbs/83_run.mcp.ipynb 47
+# %% ../../nbs/83_run.mcp.ipynb 48
+def bad_arguments(tool:str, e:ValidationError)->str:
+    "One short line naming the refused arguments and why, never their values"
+    parts = [f"{'.'.join(map(str, x['loc'])) or 'arguments'} ({x['msg']})" for x in e.errors()]
+    return f"bad arguments for {tool}: {'; '.join(parts)}"[:300]
+
+# %% ../../nbs/83_run.mcp.ipynb 52
+class MultisMCP(MCPServer):
+    "An `MCPServer` whose refused arguments and unknown tools are one audited line"
+    def __init__(self, s:Session, **kw): super().__init__('multis', **kw); self.session = s
+
+    async def call_tool(self, name:str, arguments:dict, context=None):
+        try: return await super().call_tool(name, arguments, context)
+        except ToolError as e:
+            if isinstance(e.__cause__, ValidationError): msg = bad_arguments(name, e.__cause__)
+            elif name not in {t.name for t in await self.list_tools()}: msg = f'unknown tool {name[:100]!r}'
+            else: raise
+            self.session.record(name[:100], 'invalid', reason=msg)
+            raise ToolError(msg) from None
+
+# %% ../../nbs/83_run.mcp.ipynb 53
 def create_server(s:Session)->MCPServer:
     "The MCP server of a `Session`: its tools, resources and prompt"
-    srv = MCPServer('multis', instructions="Search and cite the user's local documents; keep a chat's notes and facts.")
+    srv = MultisMCP(s, instructions="Search and cite the user's local documents; keep a chat's notes and facts.")
     for add in (_search_tools, _memory_tools, _index_tools, _resources): add(srv, s)
     return srv
 
-# %% ../../nbs/83_run.mcp.ipynb 51
+# %% ../../nbs/83_run.mcp.ipynb 57
 def _log_to_stderr():
     "multis' log lines to stderr: stdout carries the protocol only"
     h = logging.StreamHandler(sys.stderr); h.setFormatter(logging.Formatter('%(levelname)s %(name)s: %(message)s'))
