@@ -151,7 +151,7 @@ def each_platform(load=None)->dict:
         except MultisError as e: log.warning("%s", e)
     return res
 
-# %% ../nbs/01_config.ipynb 24
+# %% ../nbs/01_config.ipynb 25
 def platform_specs()->dict:
     "name -> declaration of every platform that loads (one that fails is logged and left out)"
     return each_platform(platform_spec)
@@ -160,32 +160,32 @@ def config_defaults(cls:type)->dict:
     "The `platforms.<name>` defaults of platform class `cls`: `enabled` False, then its own"
     return {'enabled': False, **cls.defaults}
 
-# %% ../nbs/01_config.ipynb 28
+# %% ../nbs/01_config.ipynb 29
 def platform_defaults()->dict:
     "`{name: defaults}` for the `platforms` section of the config defaults"
     return {n: config_defaults(cls) for n, cls in platform_specs().items()}
 
-# %% ../nbs/01_config.ipynb 30
+# %% ../nbs/01_config.ipynb 31
 def platform_secrets()->dict:
     "Dotted secret config keys of every platform -> the environment variables that may fill them"
     return {f'platforms.{n}.{k}': list(v) for n, cls in platform_specs().items() for k, v in cls.secrets.items()}
 
-# %% ../nbs/01_config.ipynb 32
+# %% ../nbs/01_config.ipynb 33
 def platform_questions()->list:
     "(platform name, `InitQuestion`) of every platform, in the order the wizard asks them"
     qs = [(n, q) for n, cls in platform_specs().items() for q in cls.questions]
     return sorted(qs, key=lambda o: o[1].order)
 
-# %% ../nbs/01_config.ipynb 34
+# %% ../nbs/01_config.ipynb 35
 def default_config()->dict:
     "`DEFAULT_CONFIG` with the `platforms` section of every known platform"
     return deep_merge(DEFAULT_CONFIG, {'platforms': platform_defaults()})
 
-# %% ../nbs/01_config.ipynb 38
+# %% ../nbs/01_config.ipynb 39
 class ConfigError(MultisError):
     "A config file that cannot be used; the message names the file and the key or line"
 
-# %% ../nbs/01_config.ipynb 40
+# %% ../nbs/01_config.ipynb 41
 _IDS = {'owner_id', 'pairing_code'}  # chat ids and codes may be written as numbers
 
 def _kind(v):
@@ -203,12 +203,12 @@ def _type_errors(cfg:dict, defaults:dict, prefix:str='')->list:
         elif isinstance(dv, dict) and dv: errs += _type_errors(v, dv, f"{name}.")
     return errs
 
-# %% ../nbs/01_config.ipynb 42
+# %% ../nbs/01_config.ipynb 43
 def _drop_nulls(d:dict)->dict:
     "A copy of `d` without the keys whose value is `null`, at every depth: null means unset"
     return {k: _drop_nulls(v) if isinstance(v, dict) else v for k,v in d.items() if v is not None}
 
-# %% ../nbs/01_config.ipynb 45
+# %% ../nbs/01_config.ipynb 46
 def cfg_get(cfg:dict, key:str, default=None):
     "The value at dotted `key` (`'llm.model'`), or `default`"
     for k in key.split('.'):
@@ -221,7 +221,7 @@ def _cfg_set(cfg:dict, key:str, value):
     for k in parents: cfg = cfg.setdefault(k, {})
     cfg[last] = value
 
-# %% ../nbs/01_config.ipynb 48
+# %% ../nbs/01_config.ipynb 49
 SECRET_KEYS = {   # config key -> environment variables that may fill it ({provider: [...]} when it depends on `<section>.provider`)
     'llm.api_key': {'anthropic': ['ANTHROPIC_API_KEY'], 'openai': ['OPENAI_API_KEY']},
     'embeddings.api_key': {'openai': ['OPENAI_API_KEY']},
@@ -233,7 +233,7 @@ def secret_keys()->dict:
     "Every secret config key -> its environment variables: the core's and providers', then each platform's"
     return {**SECRET_KEYS, **platform_secrets()}
 
-# %% ../nbs/01_config.ipynb 50
+# %% ../nbs/01_config.ipynb 51
 def _flat(v)->list:
     "The strings of a secret value: a string, the keys of a dict (`service.tokens` maps each token to its grants), a list's items"
     if isinstance(v, dict): return [s for k in v for s in _flat(k)]
@@ -244,7 +244,7 @@ def secret_values(cfg:dict)->list:
     "The secret values `cfg` holds (tokens, keys, the service's tokens), for redaction"
     return list(dict.fromkeys(s for k in secret_keys() for s in _flat(cfg_get(cfg, k))))
 
-# %% ../nbs/01_config.ipynb 53
+# %% ../nbs/01_config.ipynb 54
 def fill_from_env(cfg:dict, env_file:Path|None=None, environ=None)->dict:
     "Fill empty secret keys of `cfg` (in place) from `environ`, then from the `.env` file"
     environ = os.environ if environ is None else environ
@@ -256,7 +256,7 @@ def fill_from_env(cfg:dict, env_file:Path|None=None, environ=None)->dict:
         if val: _cfg_set(cfg, key, val)
     return cfg
 
-# %% ../nbs/01_config.ipynb 56
+# %% ../nbs/01_config.ipynb 57
 def config_path()->Path:
     "Where the config lives: `<home>/config.json`"
     return home_path('config.json')
@@ -270,7 +270,7 @@ def _read_json(path:Path)->dict:
     if not isinstance(data, dict): raise ConfigError(f"{path}: the top level must be a JSON object {{...}}")
     return data
 
-# %% ../nbs/01_config.ipynb 57
+# %% ../nbs/01_config.ipynb 58
 def load_config(path:Path|str|None=None, # config file; default `<home>/config.json`
                 env:bool=True,           # fill empty secret keys from the environment and `<home>/.env`
                )->dict:                  # the full config, defaults merged in
@@ -282,13 +282,13 @@ def load_config(path:Path|str|None=None, # config file; default `<home>/config.j
     cfg = deep_merge(defaults, user)
     return fill_from_env(cfg, path.parent/'.env') if env else cfg
 
-# %% ../nbs/01_config.ipynb 59
+# %% ../nbs/01_config.ipynb 60
 def save_config(cfg:dict, path:Path|str|None=None)->Path:
     "Write `cfg` as indented JSON, atomically, readable by the owner only (0600)"
     path = Path(path) if path else config_path()
     return atomic_write(path, json.dumps(cfg, indent=2, ensure_ascii=False) + '\n', mode=0o600)
 
-# %% ../nbs/01_config.ipynb 64
+# %% ../nbs/01_config.ipynb 65
 def _home_hint(home:Path)->str:
     if home.exists() and not home.is_dir(): return f" (the multis home {home} is a file: set MULTIS_HOME to a folder)"
     return f" (multis needs a multis home it can write: {home})"
@@ -303,7 +303,7 @@ def error_line(e:BaseException)->str|None:
     if isinstance(e, sqlite3.Error): return f"database error: {e}" + _home_hint(home)
     return None
 
-# %% ../nbs/01_config.ipynb 67
+# %% ../nbs/01_config.ipynb 68
 def report_errors(func:Callable, *args, **kwargs)->int:
     "`func(*args, **kwargs)`, its exit status; an error a user can act on is one line on stderr and status 1"
     try: return func(*args, **kwargs)
