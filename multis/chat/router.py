@@ -15,7 +15,7 @@ from fastcore.basics import patch, store_attr
 from ..core import MultisError, atomic_write, multis_home
 from ..config import cfg_get, load_config, save_config, secret_values
 from ..retrieval.store import Store
-from ..memory.chat import ChatMemory
+from ..memory.chat import ChatMemory, WRITE_CAUSES
 from ..memory.conversation import Conversation
 from ..governance.exec import Confirmations   # also gives `Governance.run`, which /exec uses
 from ..governance.audit import audit, remember_secrets
@@ -136,14 +136,12 @@ class Router(Commands):
         if self._own_conv: self.conv.close()
 
 # %% ../../nbs/61_chat.router.ipynb 24
-_WRITE_CAUSES = {errno.ENOSPC: 'the disk is full', errno.EDQUOT: 'the disk quota is used up', errno.EROFS: 'the file system is read-only',
-                 errno.EACCES: 'permission denied', errno.EPERM: 'permission denied'}
 _SQLITE_CAUSES = {'disk is full': 'the disk is full', 'readonly database': 'the database is read-only'}
 
 def write_failure(e:BaseException, where, name_file:bool=True)->str|None:
     "One line for a write that failed for lack of room or rights, naming the file (or `where`); None for other errors"
-    if isinstance(e, OSError) and e.errno in _WRITE_CAUSES:
-        return f"Could not write to {(name_file and e.filename) or where}: {_WRITE_CAUSES[e.errno]}."
+    if isinstance(e, OSError) and e.errno in WRITE_CAUSES:
+        return f"Could not write to {(name_file and e.filename) or where}: {WRITE_CAUSES[e.errno]}."
     if isinstance(e, sqlite3.OperationalError):
         cause = next((v for k, v in _SQLITE_CAUSES.items() if k in str(e)), None)
         if cause: return f"Could not write to the index in {where}: {cause}."
