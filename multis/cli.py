@@ -163,12 +163,16 @@ def eval_(path:str,          # a BEIR-format folder (corpus.jsonl, queries.jsonl
 def serve(port:int=None,         # port to listen on (default: service.port in config.json, 5858)
           host:str='127.0.0.1',  # address to bind; keep 127.0.0.1 unless you know why
          )->int:
-    "Run the local memory service (search, index, memory, facts over HTTP) until Ctrl-C"
+    "Run the local memory service (search, index, memory, facts over HTTP, MCP at /mcp) until Ctrl-C"
     from multis.run import service
-    return service.serve(port, host)
+    try: from multis.run.mcp import mount_mcp
+    except ImportError as e:
+        if (e.name or '').split('.')[0] != 'mcp': raise
+        print(f"MCP at /mcp is off: {MCP_MISSING}", file=sys.stderr); mount_mcp = None
+    return service.serve(port, host, mounts=(mount_mcp,) if mount_mcp else ())
 
 # %% ../nbs/02_cli.ipynb 24
-MCP_MISSING = 'multis mcp needs the MCP SDK: pip install -e ".[mcp]"'
+MCP_MISSING = 'the MCP SDK is not installed: pip install -e ".[mcp]"'
 
 def mcp_(scope:Param("serve only this scope (repeatable): kb, admin or user:<chatId>", str, action='append')=None,
          token:Param("act as this service.tokens entry (same scopes as over HTTP)", str)=None,

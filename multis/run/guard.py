@@ -257,8 +257,8 @@ _POST_EVENTS = {'/index/path': 'index', '/index/upload': 'index', '/facts': 'fac
 _CHAT_WRITE = re.compile(r'/memory/[^/]+/(messages|remember|forget)')
 
 def audit_event(method:str, path:str)->str|None:
-    "The audit event of a request: one per POST ('index', 'message', 'remember', 'forget', 'fact', ...); None otherwise"
-    if method != 'POST': return None
+    "The audit event of a request: one per POST ('index', 'message', 'remember', 'forget', 'fact', ...); None otherwise and for `/mcp`"
+    if method != 'POST' or path == '/mcp': return None   # MCP audits each tool call itself
     if m := _CHAT_WRITE.fullmatch(path): return 'message' if m[1] == 'messages' else m[1]
     return _POST_EVENTS.get(path, 'service')
 

@@ -5,10 +5,11 @@
 # %% auto 0
 __all__ = ['log', 'NO_MODEL', 'ANSWER_PROMPT', 'Session', 'mcp_access', 'search_hits', 'ask_docs', 'chat_remember', 'chat_memory',
            'chat_forget', 'chat_facts', 'index_path', 'indexed_docs', 'chunk_view', 'bad_arguments', 'MultisMCP',
-           'create_server', 'serve_stdio']
+           'create_server', 'serve_stdio', 'origin_allowed', 'MCPEndpoint', 'mount_mcp']
 
 # %% ../../nbs/83_run.mcp.ipynb 2
-import json, logging, sys
+import json, logging, re, sys
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Annotated, Any, Optional
@@ -16,6 +17,9 @@ from fastcore.basics import patch
 from pydantic import Field, ValidationError
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.datastructures import Headers
+from starlette.routing import Route
 from ..core import MultisError, chunk_to_dict, multis_home
 from ..config import load_config
 from ..retrieval.search import check_scopes
@@ -23,9 +27,10 @@ from ..answer.prompts import excerpt, source_label
 from ..documents.indexer import IndexLimits
 from ..memory.capture import forget, remember
 from ..governance.audit import audit
-from .guard import Access, Forbidden, find_access, note, os_error_line, read_scopes, token_table, write_scope
+from .guard import (Access, Forbidden, SafeJSON, find_access, host_name, note, os_error_line, read_scopes,
+                         token_table, write_scope)
 from .service import (SCOPE_PATTERN, AskRequest, IndexPathRequest, SearchRequest, StorePool, scoped_stats,
-                      _ask, _chat, _fact_out, _index_path, _search_opts)
+                      ask_for, chat_for, fact_out, index_for, search_options)
 
 # %% ../../nbs/83_run.mcp.ipynb 5
 log = logging.getLogger('multis.run.mcp')
@@ -39,7 +44,7 @@ class Session:
                  provider=None):                   # a Provider for `ask`; default the config's
         home = Path(home or multis_home())
         cfg = cfg if cfg is not None else load_config(home/'config.json')
-        self.access = access or Access()
+        self.access, self.transport = access or Access(), 'stdio'
         self.state = SimpleNamespace(pool=StorePool(store_path, cfg), cfg=cfg, home=home, provider=provider,
                                      limits=IndexLimits.from_config(cfg))
 
@@ -73,8 +78,8 @@ def call(self:Session, tool:str,        # the tool or resource name, for the aud
 # %% ../../nbs/83_run.mcp.ipynb 9
 @patch
 def record(self:Session, tool:str, result:str, **fields):
-    "One audit line for a call: `mcp`, the caller, the tool, its fields and `result` ('ok', 'refused', 'invalid', 'error')"
-    audit('mcp', home=self.state.home, platform='mcp', user=self.access.name, tool=tool, **fields, outcome=result)
+    "One audit line for a call: `mcp`, the transport, the caller, the tool, its fields and `result` ('ok', 'refused', 'invalid', 'error')"
+    audit('mcp', home=self.state.home, platform='mcp', transport=self.transport, user=self.access.name, tool=tool, **fields, outcome=result)
 
 # %% ../../nbs/83_run.mcp.ipynb 14
 def mcp_access(cfg:dict, home:Path|str,
@@ -97,7 +102,7 @@ def _hit_out(h, query:str)->dict[str, Any]:
 def search_hits(req, access:Access, query:str, limit:int=10, scopes:list|None=None)->list:
     "Hits inside the caller's scopes, each with its citation label, section path, pages, score parts and an excerpt"
     sc, st = read_scopes(access, scopes), req.app.state.pool.get()
-    opts = _search_opts(req.app, SearchRequest.model_construct(query=query, limit=limit))
+    opts = search_options(req.app, SearchRequest.model_construct(query=query, limit=limit))
     hits = st.search(query, limit=limit, scopes=sc, **opts)
     note(req, hits=len(hits))
     return [_hit_out(h, query) for h in hits]
@@ -107,7 +112,7 @@ NO_MODEL = 'no model configured: the answer is the passages found'
 
 def ask_docs(req, access:Access, question:str, scopes:list|None=None, chat_id:str|None=None, limit:int=5)->dict[str, Any]:
     "The service's `/ask`: an answer with its sources, or the passages and `NO_MODEL` when no model is configured"
-    res = _ask(req, access, AskRequest.model_construct(question=question, scopes=scopes, chat_id=chat_id, limit=limit))
+    res = ask_for(req, access, AskRequest.model_construct(question=question, scopes=scopes, chat_id=chat_id, limit=limit))
     hits = res.pop('hits')
     res['passages'] = [dict(chunk_id=h['chunk_id'], scope=h['scope'], content=h['content']) for h in hits]
     if res['model'] is None: res['note'] = NO_MODEL
@@ -116,19 +121,19 @@ def ask_docs(req, access:Access, question:str, scopes:list|None=None, chat_id:st
 # %% ../../nbs/83_run.mcp.ipynb 26
 def chat_remember(req, access:Access, chat_id:str, text:str)->dict[str, Any]:
     "Add `text` to a chat's memory.md (and index it in the chat's scope)"
-    mem = _chat(req, access, chat_id, True); note(req, chars=len(text))
+    mem = chat_for(req, access, chat_id, True); note(req, chars=len(text))
     c = remember(mem, text, req.app.state.pool.get())
     return dict(chat_id=mem.chat_id, scope=mem.scope, chunk_id=c.chunk_id)
 
 def chat_memory(req, access:Access, chat_id:str)->dict[str, Any]:
     "A chat's memory.md"
-    mem = _chat(req, access, chat_id, False)
+    mem = chat_for(req, access, chat_id, False)
     return dict(chat_id=mem.chat_id, scope=mem.scope, memory=mem.load_memory())
 
 # %% ../../nbs/83_run.mcp.ipynb 28
 def chat_forget(req, access:Access, chat_id:str)->dict[str, Any]:
     "Clear a chat's memory.md and its summaries"
-    mem = _chat(req, access, chat_id, True); n = forget(mem, req.app.state.pool.get()); note(req, removed=n)
+    mem = chat_for(req, access, chat_id, True); n = forget(mem, req.app.state.pool.get()); note(req, removed=n)
     return dict(chat_id=mem.chat_id, scope=mem.scope, removed=n)
 
 # %% ../../nbs/83_run.mcp.ipynb 31
@@ -139,11 +144,11 @@ def chat_facts(req, access:Access, chat_id:str, topic:str,
               )->list:
     "Store a ranked list or one fact, or (neither given) get the topic's facts, one rank if `rank`"
     if values is not None and value is not None: raise MultisError('give values (a ranked list) or value, not both')
-    _chat(req, access, chat_id, values is not None or value is not None); fs = req.app.state.pool.facts()
+    chat_for(req, access, chat_id, values is not None or value is not None); fs = req.app.state.pool.facts()
     note(req, topic=topic[:200], rank=rank, values=len(values or []))
-    if values is not None: return [_fact_out(fs.store_fact(chat_id, topic, 'ranked', v, i)) for i, v in enumerate(values, 1)]
-    if value is not None: return [_fact_out(fs.store_fact(chat_id, topic, 'ranked' if rank else 'single', value, rank))]
-    return [_fact_out(f) for f in ([fs.get_fact(chat_id, topic, rank)] if rank else fs.get_facts(chat_id, topic)) if f]
+    if values is not None: return [fact_out(fs.store_fact(chat_id, topic, 'ranked', v, i)) for i, v in enumerate(values, 1)]
+    if value is not None: return [fact_out(fs.store_fact(chat_id, topic, 'ranked' if rank else 'single', value, rank))]
+    return [fact_out(f) for f in ([fs.get_fact(chat_id, topic, rank)] if rank else fs.get_facts(chat_id, topic)) if f]
 
 # %% ../../nbs/83_run.mcp.ipynb 35
 def index_path(req, access:Access, path:str, scope:str='kb', recursive:bool=True, force:bool=False)->dict[str, Any]:
@@ -151,7 +156,7 @@ def index_path(req, access:Access, path:str, scope:str='kb', recursive:bool=True
     note(req, scope=scope, path=path[:300])
     if not access.owner: raise Forbidden('only the owner may index files')
     r = IndexPathRequest.model_construct(path=path, scope=scope, recursive=recursive, force=force)
-    res = _index_path(req.app, r, write_scope(access, scope), access)
+    res = index_for(req.app, r, write_scope(access, scope), access)
     note(req, chunks=res['chunks'], files=len(res['results']))
     return res
 
@@ -279,3 +284,68 @@ def serve_stdio(scopes:list|None=None, token:str|None=None)->int:
     try: create_server(s).run('stdio')
     finally: s.close()
     return 0
+
+# %% ../../nbs/83_run.mcp.ipynb 60
+def origin_allowed(origin:str|None, # the request's `Origin` header, None when absent
+                   hosts:set,       # the service's host names (`allowed_hosts`)
+                  )->bool:
+    "Whether a request may call: no `Origin` (not a browser), or http(s) on one of the service's host names"
+    if origin is None: return True
+    m = re.fullmatch(r'https?://([^/]+)', origin.strip(), re.I)
+    return bool(m) and host_name(m[1]) in hosts
+
+# %% ../../nbs/83_run.mcp.ipynb 64
+@patch(cls_method=True)
+def serving(cls:Session, state,             # the memory service's `app.state` (pool, cfg, home, provider, limits)
+            access:Access)->Session:        # the caller a token names
+    "A session of the memory service's `/mcp`, acting as `access` on the service's store pool"
+    s = cls.__new__(cls); s.state, s.access, s.transport = state, access, 'http'
+    return s
+
+# %% ../../nbs/83_run.mcp.ipynb 65
+def _refusal(status:int, msg:str, headers:dict|None=None):
+    "A refusal of `/mcp` before MCP reads the request: one JSON line, as the rest of the service answers"
+    return SafeJSON({'detail': msg}, status_code=status, headers=headers)
+
+def _bearer(h:Headers)->str|None:
+    parts = h.get('authorization', '').split()
+    return parts[1] if len(parts) == 2 and parts[0].lower() == 'bearer' else None
+
+# %% ../../nbs/83_run.mcp.ipynb 66
+class MCPEndpoint:
+    "ASGI app of `/mcp`: checks `Origin` and the bearer token, then hands the request to that token's MCP server"
+    def __init__(self, app):  # the memory service (`create_app`); its tokens are fixed when it is made
+        self.app, self.servers = app, {}
+        plain = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # Host and Origin are checked here
+        for a in app.state.tokens.values():
+            srv = create_server(Session.serving(app.state, a))
+            srv.streamable_http_app(stateless_http=True, json_response=True, transport_security=plain)
+            self.servers[id(a)] = srv
+
+    async def __call__(self, scope, receive, send):
+        h, st = Headers(scope=scope), self.app.state
+        if not origin_allowed(o := h.get('origin'), st.hosts):
+            return await self._refuse(scope, receive, send, 403, f"Origin {o[:100]!r} may not call this service")
+        tok = _bearer(h)
+        if (a := find_access(st.tokens, tok)) is None:
+            msg = "unknown token" if tok else "missing bearer token (send 'Authorization: Bearer <token>', see <home>/service-token)"
+            return await self._refuse(scope, receive, send, 401, msg, {'WWW-Authenticate': 'Bearer'})
+        await self.servers[id(a)].session_manager.handle_request(scope, receive, send)
+
+    async def _refuse(self, scope, receive, send, status:int, msg:str, headers:dict|None=None):
+        audit('mcp', home=self.app.state.home, platform='mcp', transport='http', user='unknown', outcome='refused', reason=msg)
+        await _refusal(status, msg, headers)(scope, receive, send)
+
+# %% ../../nbs/83_run.mcp.ipynb 68
+def mount_mcp(app)->MCPEndpoint:
+    "Serve MCP over Streamable HTTP at `/mcp` in the memory service `app` (call it before the service starts)"
+    ep = MCPEndpoint(app)
+    app.router.routes.append(Route('/mcp', endpoint=ep, methods=['GET', 'POST', 'DELETE']))
+    outer = app.router.lifespan_context
+    @asynccontextmanager
+    async def lifespan(a):
+        async with AsyncExitStack() as stack:
+            for srv in ep.servers.values(): await stack.enter_async_context(srv.session_manager.run())
+            async with outer(a) as state: yield state
+    app.router.lifespan_context = lifespan
+    return ep

@@ -5,8 +5,9 @@
 # %% auto 0
 __all__ = ['log', 'SCOPE_PATTERN', 'StorePool', 'SearchRequest', 'HitOut', 'IndexPathRequest', 'FileResult', 'IndexResponse',
            'MessageRequest', 'MessageResponse', 'MemoryOut', 'NoteRequest', 'NoteResponse', 'FactRequest', 'FactOut',
-           'AskRequest', 'AskResponse', 'StatsOut', 'HealthOut', 'scoped_stats', 'create_app', 'RedactQuery',
-           'redact_access_log', 'ServiceThread', 'QuietServer', 'serve']
+           'AskRequest', 'AskResponse', 'StatsOut', 'HealthOut', 'scoped_stats', 'create_app', 'search_options',
+           'index_for', 'chat_for', 'fact_out', 'ask_for', 'RedactQuery', 'redact_access_log', 'ServiceThread',
+           'QuietServer', 'serve']
 
 # %% ../../nbs/82_run.service.ipynb 2
 import contextlib, logging, signal, threading, time
@@ -184,7 +185,8 @@ def create_app(store_path:str|Path,          # the database file
 # %% ../../nbs/82_run.service.ipynb 29
 def _hits(hits)->list: return [h.to_json() for h in hits]
 
-def _search_opts(app, r:SearchRequest)->dict:
+def search_options(app, r:SearchRequest)->dict:
+    "The ranking options of a search: the request's own, else the config's `search` section"
     s = app.state.cfg['search']
     pick = lambda v, k: v if v is not None else s[k]
     return dict(activation_weight=pick(r.activation_weight, 'activation_weight'), decay=pick(r.decay, 'decay'),
@@ -196,12 +198,13 @@ def _search_routes(app:FastAPI):
     def search(r:SearchRequest, request:Request, access:Access=Depends(caller)):
         note(request, chars=len(r.query), scopes=r.scopes)
         scopes, st = read_scopes(access, r.scopes), request.app.state.pool.get()
-        hits = st.search(r.query, limit=r.limit, scopes=scopes, record=r.record, **_search_opts(request.app, r))
+        hits = st.search(r.query, limit=r.limit, scopes=scopes, record=r.record, **search_options(request.app, r))
         note(request, hits=len(hits))
         return _hits(hits)
 
 # %% ../../nbs/82_run.service.ipynb 32
-def _index_path(app, r:IndexPathRequest, scope:str, access:Access)->dict:
+def index_for(app, r:IndexPathRequest, scope:str, access:Access)->dict:
+    "Index the request's file or folder into `scope`, inside the allowed folders, governed file by file"
     gov, st, lim = load_governance(app.state.home), app.state.pool.get(), app.state.limits
     p, kw = gov.check_path(r.path), dict(limits=lim, path_check=gov.check_file, writable=access.write)
     if p.is_dir():
@@ -229,7 +232,7 @@ def _index_routes(app:FastAPI):
     @app.post('/index/path', response_model=IndexResponse, summary='Index a file or folder inside the allowed folders')
     def index_path(r:IndexPathRequest, request:Request, access:Access=Depends(caller)):
         note(request, scope=r.scope, path=r.path[:300])
-        return _noted(request, _index_path(request.app, r, write_scope(access, r.scope), access))
+        return _noted(request, index_for(request.app, r, write_scope(access, r.scope), access))
 
     @app.post('/index/upload', response_model=IndexResponse, summary='Index an uploaded file (multipart: file, scope)',
               responses={413: {'description': 'over the size cap'}})
@@ -244,7 +247,8 @@ def _index_routes(app:FastAPI):
         return _noted(request, dict(results=[vars(x)], chunks=x.chunks))
 
 # %% ../../nbs/82_run.service.ipynb 36
-def _chat(request:Request, access:Access, chat_id:str, write:bool)->ChatMemory:
+def chat_for(request:Request, access:Access, chat_id:str, write:bool)->ChatMemory:
+    "The chat's memory, checked to be one the caller may read (or write); the owner's chats only for the owner"
     mem, app = ChatMemory(chat_id, home=request.app.state.home), request.app
     note(request, chat=mem.chat_id[:200], scope=mem.scope)
     if write: write_scope(access, mem.scope)
@@ -258,7 +262,7 @@ _ChatId = PathParam(min_length=1, max_length=200, description='the chat id')
 def _memory_routes(app:FastAPI):
     @app.post('/memory/{chat_id}/messages', response_model=MessageResponse, summary="Log and index a chat message")
     def message(r:MessageRequest, request:Request, chat_id:str=_ChatId, access:Access=Depends(caller)):
-        mem, st = _chat(request, access, chat_id, True), request.app.state.pool.get()
+        mem, st = chat_for(request, access, chat_id, True), request.app.state.pool.get()
         note(request, role=r.role, chars=len(r.content), message_id=r.message_id)
         cfg = {**request.app.state.cfg, 'memory': {**request.app.state.cfg.get('memory', {}), 'index_raw': True}}
         n = log_message(mem, r.role, r.content, st, cfg, speaker=r.speaker, msg_id=r.message_id,
@@ -267,51 +271,54 @@ def _memory_routes(app:FastAPI):
 
     @app.get('/memory/{chat_id}', response_model=MemoryOut, summary="A chat's memory.md")
     def memory(request:Request, chat_id:str=_ChatId, access:Access=Depends(caller)):
-        mem = _chat(request, access, chat_id, False)
+        mem = chat_for(request, access, chat_id, False)
         return dict(chat_id=mem.chat_id, scope=mem.scope, memory=mem.load_memory())
 
     @app.post('/memory/{chat_id}/remember', response_model=NoteResponse, summary="Add a note to a chat's memory")
     def remember_(r:NoteRequest, request:Request, chat_id:str=_ChatId, access:Access=Depends(caller)):
-        mem = _chat(request, access, chat_id, True); note(request, chars=len(r.note))
+        mem = chat_for(request, access, chat_id, True); note(request, chars=len(r.note))
         c = remember(mem, r.note, request.app.state.pool.get())
         return dict(chat_id=mem.chat_id, scope=mem.scope, chunk_id=c.chunk_id)
 
     @app.post('/memory/{chat_id}/forget', response_model=NoteResponse, summary="Clear a chat's memory.md and its summaries")
     def forget_(request:Request, chat_id:str=_ChatId, access:Access=Depends(caller)):
-        mem = _chat(request, access, chat_id, True)
+        mem = chat_for(request, access, chat_id, True)
         n = forget(mem, request.app.state.pool.get()); note(request, removed=n)
         return dict(chat_id=mem.chat_id, scope=mem.scope, removed=n)
 
 # %% ../../nbs/82_run.service.ipynb 39
-def _fact_out(f)->dict: return dict(chat_id=f.chat_id, topic=f.topic, kind=f.kind, rank=f.rank, value=f.value, updated_at=f.updated_at)
+def fact_out(f)->dict:
+    "A `Fact` as the service returns it"
+    return dict(chat_id=f.chat_id, topic=f.topic, kind=f.kind, rank=f.rank, value=f.value, updated_at=f.updated_at)
 
 def _fact_routes(app:FastAPI):
     @app.post('/facts', response_model=FactOut, summary='Store one fact (a rank of a list, or a single value)')
     def store(r:FactRequest, request:Request, access:Access=Depends(caller)):
-        _chat(request, access, r.chat_id, True); note(request, topic=r.topic, rank=r.rank)
+        chat_for(request, access, r.chat_id, True); note(request, topic=r.topic, rank=r.rank)
         kind = r.kind or ('ranked' if r.rank is not None else 'single')
-        return _fact_out(request.app.state.pool.facts().store_fact(r.chat_id, r.topic, kind, r.value, r.rank))
+        return fact_out(request.app.state.pool.facts().store_fact(r.chat_id, r.topic, kind, r.value, r.rank))
 
     @app.get('/facts/{chat_id}/{topic}', response_model=list[FactOut], summary="A topic's facts, ranked ones by rank")
     def get_topic(request:Request, chat_id:str=_ChatId, topic:str=PathParam(min_length=1, max_length=200),
                   access:Access=Depends(caller)):
-        _chat(request, access, chat_id, False)
-        return [_fact_out(f) for f in request.app.state.pool.facts().get_facts(chat_id, topic)]
+        chat_for(request, access, chat_id, False)
+        return [fact_out(f) for f in request.app.state.pool.facts().get_facts(chat_id, topic)]
 
     @app.get('/facts/{chat_id}/{topic}/{rank}', response_model=FactOut, responses={404: {'description': ABSENT}},
              summary='One rank of a ranked list')
     def get_rank(request:Request, chat_id:str=_ChatId, topic:str=PathParam(min_length=1, max_length=200),
                  rank:int=PathParam(ge=1, le=1000), access:Access=Depends(caller)):
-        _chat(request, access, chat_id, False)
+        chat_for(request, access, chat_id, False)
         f = request.app.state.pool.facts().get_fact(chat_id, topic, rank)
-        return _fact_out(f) if f else JSONResponse({'detail': ABSENT}, status_code=404)
+        return fact_out(f) if f else JSONResponse({'detail': ABSENT}, status_code=404)
 
 # %% ../../nbs/82_run.service.ipynb 41
-def _ask(request:Request, access:Access, r:AskRequest)->dict:
+def ask_for(request:Request, access:Access, r:AskRequest)->dict:
+    "The answer to a question from the scopes the caller may read (and the chat's memory.md, if `chat_id`)"
     app, memory = request.app, ''
     note(request, chars=len(r.question), scopes=r.scopes)
     scopes = read_scopes(access, r.scopes)
-    if r.chat_id is not None: memory = _chat(request, access, r.chat_id, False).load_memory()
+    if r.chat_id is not None: memory = chat_for(request, access, r.chat_id, False).load_memory()
     a = ask_config(r.question, app.state.pool.get(), app.state.cfg, scopes=scopes, memory=memory,
                    provider=app.state.provider, limit=r.limit)
     note(request, sources=len(a.sources))
@@ -319,7 +326,7 @@ def _ask(request:Request, access:Access, r:AskRequest)->dict:
 
 def _misc_routes(app:FastAPI):
     @app.post('/ask', response_model=AskResponse, summary='Answer from the documents (passages when no model is configured)')
-    def ask(r:AskRequest, request:Request, access:Access=Depends(caller)): return _ask(request, access, r)
+    def ask(r:AskRequest, request:Request, access:Access=Depends(caller)): return ask_for(request, access, r)
 
     @app.get('/stats', response_model=StatsOut, summary='Counts inside the scopes the token may read')
     def stats(request:Request, access:Access=Depends(caller)):
@@ -399,6 +406,7 @@ def _bind_name(host:str)->str: return f'[{host}]' if ':' in host else host.lower
 
 def serve(port:int=None,          # port to listen on (default: service.port in config.json, 5858)
           host:str='127.0.0.1',   # address to bind; keep 127.0.0.1 unless you know why
+          mounts:tuple=(),        # each `mount(app)` adds to the service before it starts (the CLI passes MCP's)
          )->int:
     "Run the local memory service (search, index, memory, facts over HTTP) until Ctrl-C"
     from multis.documents.watch import Watcher
@@ -407,6 +415,7 @@ def serve(port:int=None,          # port to listen on (default: service.port in 
     port = port or int(cfg_get(cfg, 'service.port', 5858))
     app = create_app(home/'multis.db', cfg, home)
     if host not in ('0.0.0.0', '::', ''): app.state.hosts.add(_bind_name(host))
+    for mount in mounts: mount(app)
     config = uvicorn.Config(app, host=host, port=port, log_level='info'); redact_access_log()
     print(f"multis memory service on http://{host}:{port} (token in {home/'service-token'}); Ctrl-C stops it")
     with Watcher(home/'multis.db', cfg, home, path_check=load_governance(home).check_not_denied):
