@@ -162,6 +162,7 @@ def eval_(path:str,          # a BEIR-format folder (corpus.jsonl, queries.jsonl
 # %% ../nbs/02_cli.ipynb 22
 def serve(port:int=None,         # port to listen on (default: service.port in config.json, 5858)
           host:str='127.0.0.1',  # address to bind; keep 127.0.0.1 unless you know why
+          workers:int=1,         # worker processes (several share the store: PostgreSQL, or SQLite on one machine)
          )->int:
     "Run the local memory service (search, index, memory, facts over HTTP, MCP at /mcp) until Ctrl-C"
     from multis.run import service
@@ -169,7 +170,7 @@ def serve(port:int=None,         # port to listen on (default: service.port in c
     except ImportError as e:
         if (e.name or '').split('.')[0] != 'mcp': raise
         print(f"MCP at /mcp is off: {MCP_MISSING}", file=sys.stderr); mount_mcp = None
-    return service.serve(port, host, mounts=(mount_mcp,) if mount_mcp else ())
+    return service.serve(port, host, mounts=('multis.run.mcp:mount_mcp',) if mount_mcp else (), workers=workers)
 
 # %% ../nbs/02_cli.ipynb 24
 MCP_MISSING = 'the MCP SDK is not installed: pip install -e ".[mcp]"'

@@ -587,3 +587,62 @@ def test_folder_symlink_to_outside_refused(env):
     assert env['c'].post('/index/path', json={'path': 'links/s.md', 'scope': 'kb'}).status_code == 403
     assert {h['scope'] for h in env['c'].post('/search', json={'query': 'ferry secret', 'scopes': ['kb']}).json()} <= {'kb'}
     assert not [h for h in env['c'].post('/search', json={'query': 'secret', 'scopes': ['kb']}).json() if 'secret' in h['file_path']]
+
+# ---- multis serve --workers N: several processes on one store
+
+def _children(pid:int)->list:
+    "The pids whose parent is `pid` (from /proc)"
+    out = []
+    for d in Path('/proc').iterdir():
+        if d.name.isdigit():
+            try: st = (d/'stat').read_text()
+            except OSError: continue
+            if int(st.rsplit(')', 1)[1].split()[1]) == pid: out.append(int(d.name))
+    return out
+
+def test_serve_with_workers_loses_no_write(tmp_path):
+    "2 workers, 8 clients mixing searches and chat-message writes: no error, every message logged and indexed once"
+    home = tmp_path/'home'; home.mkdir(); (tmp_path/'n.md').write_text('# Ferry\nThe ferry leaves at nine.\n')
+    with Store(home/'multis.db') as st: index_file(st, tmp_path/'n.md', 'kb')
+    with socket.socket() as s: s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]
+    env = {**os.environ, 'MULTIS_HOME': str(home)}
+    out = open(tmp_path/'serve.log', 'w+')
+    p = subprocess.Popen([str(Path(sys.executable).parent/'multis'), 'serve', '--port', str(port), '--workers', '2'], env=env,
+                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    url, tok, end = f'http://127.0.0.1:{port}', service_token(home), time.monotonic() + 60
+    try:
+        while True:
+            try:
+                if httpx.get(url + '/health', timeout=2).status_code == 200 and len(_children(p.pid)) >= 2: break
+            except httpx.HTTPError: pass
+            assert p.poll() is None and time.monotonic() < end, (tmp_path/'serve.log').read_text()[-2000:]
+            time.sleep(0.2)
+        workers = [c for c in _children(p.pid) if 'spawn_main' in Path(f'/proc/{c}/cmdline').read_bytes().decode(errors='replace')]
+        errors, sent = [], []
+        def client(i:int):
+            with httpx.Client(base_url=url, headers={'Authorization': f'Bearer {tok}'}, timeout=60) as c:
+                for k in range(25):
+                    word = f'quokka{i}x{k}z'
+                    r = c.post(f'/memory/chat{i}/messages', json={'role': 'user', 'content': f'note {word}', 'message_id': word})
+                    (sent if r.status_code == 200 else errors).append((word, r.status_code, r.text[:200]))
+                    r = c.post('/search', json={'query': 'ferry nine'})
+                    if r.status_code != 200 or not r.json(): errors.append(('search', r.status_code, r.text[:200]))
+        ts = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+        for t in ts: t.start()
+        for t in ts: t.join()
+    finally:
+        p.send_signal(signal.SIGTERM); rc = p.wait(60)
+    assert len(workers) == 2
+    assert errors == [] and len(sent) == 200
+    assert rc == 0
+    for i in range(8):
+        logged = ''.join(f.read_text() for f in ChatMemory(f'chat{i}', home=home).log_dir.glob('*.md'))
+        assert all(logged.count(f'quokka{i}x{k}z') == 1 for k in range(25)), i
+    with Store(home/'multis.db') as st:
+        for i in range(8):
+            assert len(st.search(' OR '.join(f'quokka{i}x{k}z' for k in range(25)), limit=100, scopes=[f'user:chat{i}'])) == 25
+
+def test_serve_workers_out_of_range_is_one_line(tmp_path):
+    r = subprocess.run([str(Path(sys.executable).parent/'multis'), 'serve', '--workers', '0'], capture_output=True, text=True,
+                       timeout=60, env={**os.environ, 'MULTIS_HOME': str(tmp_path)}, stdin=subprocess.DEVNULL)
+    assert r.returncode == 1 and r.stderr.strip().splitlines()[-1].endswith('--workers must be 1 to 64, not 0')
