@@ -58,7 +58,7 @@ def index(path:str,                          # a file or a folder (folders are i
           force:bool=False,                  # re-index even files that did not change
           quiet:bool=False,                  # no progress bar
          )->int:
-    "Index documents (PDF, DOCX, Markdown, text) so they can be searched"
+    "Index documents (PDF, DOCX, Markdown, text, and scans and photos by OCR) so they can be searched"
     if scope is None: raise MultisError("say who may search these documents: --scope kb (everyone) or --scope admin (only you)")
     p, check = Path(path).expanduser(), load_governance().check_not_denied
     with _store(db) as st:
@@ -67,7 +67,7 @@ def index(path:str,                          # a file or a folder (folders are i
             print(s)
         else:
             r = index_file(st, p, scope, limits=_limits(), force=force, path_check=check)
-            print(f"{r.status}: {Path(r.path).name} ({r.chunks} chunks)")
+            print(f"{r.status}: {Path(r.path).name} ({r.chunks} chunks)" + (f"; {r.note}" if r.note else ''))
         _embed_all(st, quiet)
     return 1 if p.is_dir() and s.failed else 0
 

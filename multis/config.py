@@ -31,7 +31,7 @@ DEFAULT_CONFIG = {
     'search': {'activation_weight': 2.0, 'decay': 0.5, 'candidate_factor': 3, 'bm25_weights': [1.0, 1.0, 0.5]},
     'indexing': {'max_file_mb': 10, 'max_pages': 2000, 'max_text_mb': 20, 'max_chunks_per_file': 10000,
                  'max_parse_memory_mb': 1024, 'parse_timeout': 120, 'max_unzipped_mb': 100, 'max_zip_entries': 10000,
-                 'max_zip_ratio': 100},
+                 'max_zip_ratio': 100, 'ocr_languages': 'eng', 'ocr_page_timeout': 60, 'max_ocr_pages': 200},
     'embeddings': {'provider': '', 'model': '', 'base_url': '', 'api_key': '', 'weight': 0.7, 'memory_weight': 0.3},
     'governance': {'enabled': True},
     'allow_groups': False,

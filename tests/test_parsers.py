@@ -108,7 +108,7 @@ def test_format_parsers_wrap_library_errors(tmp_path):
         with pytest.raises(ParseError, match=f"^{f}: not a (readable PDF|valid DOCX file)"): fn(tmp_path/f)
 
 def test_no_text(tmp_path):
-    for name, make, reason in [('scan.pdf', lambda p: make_pdf(p, [[], []]), 'no extractable text (scanned PDF?)'),
+    for name, make, reason in [('blank.pdf', lambda p: make_pdf(p, [[], []]), 'no extractable text'),
                                ('blank.md', lambda p: p.write_text('  \n\n'), 'no text found'),
                                ('blank.txt', lambda p: p.write_text('\t\n'), 'no text found'),
                                ('blank.docx', lambda p: minimal_docx(p, [(None, ' ')]), 'no text found')]:

@@ -14,6 +14,7 @@ from fastcore.basics import patch
 from tqdm.auto import tqdm
 from ..core import DocChunk, MultisError, ParseError, chunk_id_for, multis_home
 from .parsers import SUPPORTED, check_file, parse_file
+from .ocr import OcrOptions
 from .worker import parse_with_timeout
 from .chunker import chunk_all
 from ..retrieval.store import Store
@@ -22,11 +23,12 @@ from ..retrieval.search import check_scopes
 # %% ../../nbs/12_documents.indexer.ipynb 6
 _KEYS = dict(max_mb='max_file_mb', max_pages='max_pages', timeout='parse_timeout', max_text_mb='max_text_mb',
              max_chunks_per_file='max_chunks_per_file', max_memory_mb='max_parse_memory_mb',
-             max_unzipped_mb='max_unzipped_mb', max_zip_entries='max_zip_entries', max_zip_ratio='max_zip_ratio')
+             max_unzipped_mb='max_unzipped_mb', max_zip_entries='max_zip_entries', max_zip_ratio='max_zip_ratio',
+             ocr_languages='ocr_languages', ocr_page_timeout='ocr_page_timeout', max_ocr_pages='max_ocr_pages')
 
 @dataclass
 class IndexLimits:
-    "What the indexer refuses: size, page, time, memory, text, chunk and zip caps"
+    "What the indexer refuses: size, page, time, memory, text, chunk and zip caps; and how scans are read"
     max_mb:float=10                # file size cap in megabytes
     max_pages:int=2000             # PDF page cap
     timeout:float=120              # seconds a single parse may take
@@ -36,6 +38,9 @@ class IndexLimits:
     max_unzipped_mb:float=100      # cap on a DOCX's uncompressed size
     max_zip_entries:int=10000      # cap on a DOCX's number of parts
     max_zip_ratio:float=100        # cap on a large DOCX part's compression ratio
+    ocr_languages:str='eng'        # Tesseract languages for scans and photos, joined by '+'
+    ocr_page_timeout:float=60      # seconds OCR may take per page, on top of `timeout`
+    max_ocr_pages:int=200          # pages of one file OCR may read
 
     @classmethod
     def from_config(cls, cfg:dict):
@@ -49,7 +54,8 @@ class IndexLimits:
         "`parse_file`'s keyword arguments for these limits"
         return dict(max_bytes=self.max_bytes, max_pages=self.max_pages, max_text_mb=self.max_text_mb,
                     max_chunks=self.max_chunks_per_file, max_unzipped_mb=self.max_unzipped_mb,
-                    max_zip_entries=self.max_zip_entries, max_zip_ratio=self.max_zip_ratio)
+                    max_zip_entries=self.max_zip_entries, max_zip_ratio=self.max_zip_ratio,
+                    ocr=OcrOptions(self.ocr_languages, max_pages=self.max_ocr_pages))
 
 # %% ../../nbs/12_documents.indexer.ipynb 9
 def _relabel(chunks:list, scope:str, file_path:str|None=None)->list:
@@ -115,6 +121,7 @@ class IndexResult:
     status:str           # 'indexed', 'unchanged' or 'failed'
     chunks:int=0         # chunks stored
     error:str=''         # why it failed
+    note:str=''          # what was left out of an indexed file (scanned pages OCR could not read)
 
 # %% ../../nbs/12_documents.indexer.ipynb 19
 def file_sha256(path:Path)->str:
@@ -141,10 +148,12 @@ def read_file(store:Store, path:Path, scope:str, limits:IndexLimits, force:bool=
     st = real.stat()
     same, sha = _unchanged(old, st, scope, real) if real.is_file() else (False, None)
     if same and not force: return IndexResult(str(path), 'unchanged', old['chunks']), None
-    chunks = _capped(prepare_chunks(parse_with_timeout(real, limits), scope), path, limits)
+    parsed = parse_with_timeout(real, limits)
+    note = parsed[0].metadata.pop('skipped', '') if parsed else ''
+    chunks = _capped(prepare_chunks(parsed, scope), path, limits)
     state = dict(size=st.st_size, mtime=st.st_mtime, sha256=sha or file_sha256(real), scope=scope,
                  document_type=SUPPORTED.get(real.suffix.lower()))
-    return IndexResult(str(path), 'indexed', len(chunks)), (str(path), chunks, state)
+    return IndexResult(str(path), 'indexed', len(chunks), note=note), (str(path), chunks, state)
 
 def index_file(store:Store, path:str|Path,  # the file to index
                scope:str='kb',               # kb, admin or user:<chatId>
@@ -175,7 +184,8 @@ class IndexSummary:
     def __str__(self):
         s = (f"{len(self.indexed)} indexed ({self.chunks} chunks), {len(self.unchanged)} unchanged, "
              f"{len(self.failed)} failed" + (f", {len(self.removed)} removed" if self.removed else ''))
-        return '\n'.join([s] + [f"  failed: {r.error}" for r in self.failed])
+        notes = [f"  note: {Path(r.path).name}: {r.note}" for r in self.indexed if r.note]
+        return '\n'.join([s] + notes + [f"  failed: {r.error}" for r in self.failed])
 
 # %% ../../nbs/12_documents.indexer.ipynb 29
 def find_documents(folder:Path, recursive:bool=True)->list:

@@ -6,12 +6,13 @@
 __all__ = ['serve_parses', 'ParseWorker', 'parse_worker', 'parse_with_timeout']
 
 # %% ../../nbs/10a_documents.worker.ipynb 2
-import atexit, json, re, signal, socket, subprocess, sys, threading
+import atexit, json, re, signal, socket, subprocess, sys, threading, time
 from multiprocessing.connection import Connection
 from pathlib import Path
 import pymupdf
 from fastcore.basics import patch
 from ..core import DocChunk, MultisError, ParseError
+from . import ocr
 from .parsers import check_file, parse_file
 try: import resource
 except ImportError: resource = None   # Windows: no address-space limit
@@ -44,7 +45,7 @@ def _limit_cpu(seconds:float|None):
     except (ValueError, OSError): pass
 
 # %% ../../nbs/10a_documents.worker.ipynb 10
-_MEMORY = re.compile(r'alloc\w*\b.*\bfailed|unable to allocate|out of memory|memory allocation failed|cannot allocate memory', re.I)
+_MEMORY = re.compile(r'alloc\w*\b.*\bfailed|unable to allocate|out of memory|memory allocation failed|cannot allocate memory|MemoryError', re.I)
 
 def _out_of_memory(e:BaseException)->bool:
     "Whether an exception, or one it was raised from, is an allocation failure (libxml2 says so in its error log)"
@@ -70,11 +71,12 @@ def _quiet():
     pymupdf.TOOLS.mupdf_display_errors(False); pymupdf.TOOLS.mupdf_display_warnings(False)
 
 def _job(conn, base:int, job:tuple):
-    "Run one job `(path, kwargs, memory MB, seconds)` under its caps and send back its outcome"
-    path, kwargs, mb, seconds = job
-    _limit_memory(base, mb); _limit_cpu(seconds)
+    "Run one job `(path, kwargs, memory MB, seconds, seconds per OCR page)` under its caps and send back its outcome"
+    path, kwargs, mb, seconds, page_seconds = job
+    def page(): conn.send(('ocr',)); _limit_cpu(page_seconds)   # the parent waits longer; so may the CPU
+    _limit_memory(base, mb); _limit_cpu(seconds); ocr.on_page = page
     try: res = _outcome(path, kwargs)
-    finally: _limit_memory(base, None); _limit_cpu(None)
+    finally: _limit_memory(base, None); _limit_cpu(None); ocr.on_page = None
     conn.send(res)
 
 # %% ../../nbs/10a_documents.worker.ipynb 17
@@ -128,10 +130,9 @@ def _died(code:int|None)->str:
     except ValueError: return f"signal {-code}"
 
 @patch
-def _answer(self:ParseWorker, path:Path, limits)->list:
-    "The worker's answer for `path`: its chunks, or the one `ParseError` it stands for"
-    try: kind, *res = self.conn.recv()
-    except (EOFError, OSError): kind, res = 'died', [str(path), '']
+def _answer(self:ParseWorker, path:Path, limits, msg:tuple|None)->list:
+    "The worker's answer `msg` for `path` (None: it died): its chunks, or the one `ParseError` it stands for"
+    kind, *res = msg or ('died', str(path), '')
     if kind == 'ok': return res[0]
     if kind == 'error': raise ParseError(*res)
     code = None if kind == 'memory' else self.proc.wait(5)
@@ -147,13 +148,24 @@ def parse(self:ParseWorker, path:Path, limits)->list[DocChunk]:
     path = check_file(path, limits.max_bytes)    # missing, folder, type, empty, size: no need to ask the worker
     with self.lock:
         if self.pid is None: self._start()
-        self.conn.send((str(path), limits.parse_kwargs(), limits.max_memory_mb, limits.timeout))
-        if not self.conn.poll(limits.timeout):
-            self.stop()
-            raise ParseError(path, f"parsing took longer than {limits.timeout:g} s; skipped (indexing.parse_timeout)")
-        return self._answer(path, limits)
+        self.conn.send((str(path), limits.parse_kwargs(), limits.max_memory_mb, limits.timeout, limits.ocr_page_timeout))
+        return self._answer(path, limits, self._wait(path, limits))
 
 # %% ../../nbs/10a_documents.worker.ipynb 27
+@patch
+def _wait(self:ParseWorker, path:Path, limits)->tuple|None:
+    "The worker's answer for `path` (None if it died), or a `ParseError` once it runs over its time"
+    deadline, pages = time.monotonic() + limits.timeout, 0
+    try:
+        while self.conn.poll(max(0.0, deadline - time.monotonic())):
+            if (msg := self.conn.recv())[0] != 'ocr': return msg
+            pages += 1; deadline = max(deadline, time.monotonic() + limits.ocr_page_timeout)
+    except (EOFError, OSError): return None
+    self.stop()
+    raise ParseError(path, f"OCR of page {pages} took longer than {limits.ocr_page_timeout:g} s; skipped (indexing.ocr_page_timeout)"
+                     if pages else f"parsing took longer than {limits.timeout:g} s; skipped (indexing.parse_timeout)")
+
+# %% ../../nbs/10a_documents.worker.ipynb 29
 _worker, _worker_lock = None, threading.Lock()
 
 def parse_worker()->ParseWorker:
