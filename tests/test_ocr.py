@@ -152,9 +152,11 @@ def test_ocr_time_is_per_page(tmp_path):
     try:
         cs = w.parse(tmp_path/'three.pdf', IndexLimits(timeout=0.5, ocr_page_timeout=120))
         assert {c.page_start for c in cs} == {1, 2, 3}
+        group = w.pid
         with pytest.raises(ParseError, match=r"three.pdf: OCR of page 1 took longer than 0.05 s; skipped \(indexing.ocr_page_timeout\)"):
             w.parse(tmp_path/'three.pdf', IndexLimits(timeout=0.05, ocr_page_timeout=0.05))
         assert w.pid is None                                                     # the busy worker was killed
+        with pytest.raises(ProcessLookupError): os.killpg(group, 0)              # and the tesseract it ran
     finally: w.stop()
 
 @needs_tesseract

@@ -11,8 +11,8 @@ from pathlib import Path
 import pymupdf
 from PIL import Image
 from ..core import DocChunk, ParseError
-from .ocr import OcrOptions, ocr_problem, ocr_textpage
-from .parsers import _FLAGS, _chunks, _page_parts, _read_page, _reason, _resolve, _text_cap, register_parser
+from .ocr import OcrOptions, ocr_problem, ocr_text
+from .parsers import _Page, _chunks, _page_parts, _reason, _resolve, _text_cap, register_parser
 
 # %% ../../nbs/10c_documents.images.ipynb 5
 IMAGE_TYPES = ('.png', '.jpg', '.jpeg', '.tif', '.tiff', '.webp')
@@ -46,7 +46,7 @@ def parse_image(path,                        # PNG, JPEG, TIFF or WebP file
     try:
         pages, n = [], 0
         for p in doc:
-            pages.append(_read_page(p, False, ocr_textpage(p, ocr, _FLAGS))); n += len(pages[-1].text)
+            pages.append(_Page(ocr_text(p, ocr), [0], [(0.0, float('inf'))], True)); n += len(pages[-1].text)
             _text_cap(path, n, max_text_mb)
     except ParseError: raise
     except Exception as e: raise ParseError(path, f"not a readable image ({_reason(e, path)})") from None

@@ -17,7 +17,7 @@ from docx.table import Table
 from docx.text.paragraph import Paragraph
 from markdown_it import MarkdownIt
 from ..core import DocChunk, ParseError
-from .ocr import OcrBudget, OcrOptions, needs_ocr, ocr_textpage
+from .ocr import OcrBudget, OcrOptions, needs_ocr, ocr_text
 
 # %% ../../nbs/10_documents.parsers.ipynb 7
 SUPPORTED = {'.pdf': 'pdf', '.docx': 'docx', '.md': 'md', '.markdown': 'md', '.txt': 'txt'}  # and `register_parser`'s
@@ -303,23 +303,23 @@ def _heights(b:tuple, m)->tuple:
     ys = [m.b*x + m.d*y + m.f for x in (b[0], b[2]) for y in (b[1], b[3])]
     return min(ys), max(ys)
 
-def _read_page(page, blocks:bool=True, tp=None)->_Page:
-    "A page's text (from its text layer, or `tp` read by OCR), with each text block's start offset and (top, bottom)"
-    ocr, tp = tp is not None, tp or page.get_textpage(flags=_FLAGS)
-    if not blocks: return _Page(tp.extractText(), [0], [(0.0, math.inf)], ocr)
+def _read_page(page, blocks:bool=True)->_Page:
+    "A page's text, with each text block's start offset and (top, bottom) on the displayed page"
+    tp = page.get_textpage(flags=_FLAGS)
+    if not blocks: return _Page(tp.extractText(), [0], [(0.0, math.inf)])
     rm = page.rotation_matrix if page.rotation else None
     texts, offsets, heights, n = [], [], [], 0
     for b in tp.extractBLOCKS():
         if b[6]: continue
         texts.append(b[4]); offsets.append(n); heights.append(_heights(b, rm)); n += len(b[4])
-    return _Page(''.join(texts), offsets, heights, ocr)
+    return _Page(''.join(texts), offsets, heights)
 
 # %% ../../nbs/10_documents.parsers.ipynb 82
 def _scan_or_page(page, blocks:bool, budget:OcrBudget)->_Page:
     "A page's text layer, or what OCR reads on it when it is a scan and `budget` allows"
     pg = _read_page(page, blocks)
     if not needs_ocr(page, pg.text) or not budget.take(): return pg
-    return _read_page(page, blocks, ocr_textpage(page, budget.opts, _FLAGS))
+    return _Page(ocr_text(page, budget.opts), [0], [(0.0, math.inf)], True)
 
 # %% ../../nbs/10_documents.parsers.ipynb 85
 def _outline_items(item):

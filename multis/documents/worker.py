@@ -6,7 +6,7 @@
 __all__ = ['serve_parses', 'ParseWorker', 'parse_worker', 'parse_with_timeout']
 
 # %% ../../nbs/10a_documents.worker.ipynb 2
-import atexit, json, re, signal, socket, subprocess, sys, threading, time
+import atexit, json, os, re, signal, socket, subprocess, sys, threading, time
 from multiprocessing.connection import Connection
 from pathlib import Path
 import pymupdf
@@ -109,7 +109,7 @@ def _start(self:ParseWorker):
     "Start the process (a fresh interpreter) and wait until it has imported the parsers"
     mine, theirs = socket.socketpair()
     args = [sys.executable, '-I', '-c', _CHILD, str(theirs.fileno()), json.dumps([p for p in sys.path if p])]
-    with theirs: self.proc = subprocess.Popen(args, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
+    with theirs: self.proc = subprocess.Popen(args, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True)
     self.conn = Connection(mine.detach())
     try: ok = self.conn.poll(60) and self.conn.recv()[0] == 'ready'
     except (EOFError, OSError): ok = False
@@ -117,9 +117,11 @@ def _start(self:ParseWorker):
 
 @patch
 def stop(self:ParseWorker):
-    "Kill the process, if any, and wait for it to end"
+    "Kill the process and what it started (Tesseract), if any, and wait for it to end"
     if self.proc is None: return
-    self.proc.kill(); self.proc.wait(10); self.conn.close()
+    try: os.killpg(self.proc.pid, signal.SIGKILL)   # its own process group: OCR's `tesseract` goes with it
+    except (ProcessLookupError, PermissionError, AttributeError): self.proc.kill()
+    self.proc.wait(10); self.conn.close()
     self.proc = self.conn = None
 
 # %% ../../nbs/10a_documents.worker.ipynb 24
