@@ -6,10 +6,12 @@
 __all__ = ['SCHEMA_VERSION', 'SqliteSchema']
 
 # %% ../../nbs/21a_retrieval.schema.ipynb 2
+import sqlite3
 from datetime import datetime, timezone
 from fastcore.basics import patch
 from ..core import token_estimate
 from .search import FTS_TOKENIZE
+from .contract import DUMP_COLUMNS, DUMP_KINDS, StoreError
 
 # %% ../../nbs/21a_retrieval.schema.ipynb 6
 SCHEMA_VERSION = 3
@@ -166,3 +168,58 @@ def _legacy_row(r, now):
         try: d['last_accessed'] = datetime.fromisoformat(d['last_accessed'].replace('Z', '+00:00')).timestamp()
         except ValueError: d['last_accessed'] = None
     return tuple(d.values())
+
+# %% ../../nbs/21a_retrieval.schema.ipynb 32
+_DUMP_TABLES = dict(files='files', chunks='chunks', accesses='access_history', vectors='embeddings', facts='facts')
+
+@patch
+def _dump_table(self:SqliteSchema, kind:str)->str:
+    if kind not in DUMP_KINDS: raise StoreError(f"unknown kind of rows {kind!r}: use one of {', '.join(DUMP_KINDS)}")
+    return _DUMP_TABLES[kind]
+
+@patch
+def dump_rows(self:SqliteSchema, kind:str, # one of `DUMP_KINDS`
+              batch:int=1000,               # rows per batch
+             ):                             # an iterator of lists of tuples in `DUMP_COLUMNS[kind]` order
+    "Every stored row of one kind, in batches, in the order they were stored"
+    table = self._dump_table(kind)
+    if batch < 1: raise ValueError(f"batch must be at least 1, got {batch}")
+    return self._batches(table, DUMP_COLUMNS[kind], batch)
+
+# %% ../../nbs/21a_retrieval.schema.ipynb 33
+@patch
+def _batches(self:SqliteSchema, table:str, cols:tuple, batch:int):
+    if not self._has_table(table): return
+    sql, last = f"SELECT rowid, {', '.join(cols)} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?", 0
+    while rows := self._sql(sql, (last, batch)).fetchall():
+        last = rows[-1][0]
+        yield [tuple(r)[1:] for r in rows]
+
+# %% ../../nbs/21a_retrieval.schema.ipynb 35
+@patch
+def load_rows(self:SqliteSchema, kind:str, # one of `DUMP_KINDS`
+              rows:list,                    # tuples in `DUMP_COLUMNS[kind]` order
+             )->int:                        # rows written
+    "Insert rows of one kind as they are, in one transaction (the caller's, if one is open)"
+    table, cols = self._dump_table(kind), DUMP_COLUMNS[kind]
+    rows = [tuple(r) for r in rows]
+    if bad := next((r for r in rows if len(r) != len(cols)), None):
+        raise StoreError(f"{self.path}: a {kind} row has {len(bad)} values, not {len(cols)} ({', '.join(cols)})")
+    if not rows: return 0
+    if kind == 'facts': self._facts()
+    sql = f"INSERT INTO {table}({', '.join(cols)}) VALUES ({', '.join('?'*len(cols))})"
+    with self._write():
+        try: self._load_chunks(sql, rows) if kind == 'chunks' else self.conn.executemany(sql, rows)
+        except sqlite3.IntegrityError as e: raise StoreError(f"{self.path}: {kind} rows collide with stored ones ({e})") from None
+    return len(rows)
+
+# %% ../../nbs/21a_retrieval.schema.ipynb 36
+@patch
+def _load_chunks(self:SqliteSchema, sql:str, rows:list):
+    "Insert chunk rows, then index them all in one statement"
+    first = self._sql('SELECT coalesce(max(id), 0) FROM chunks').fetchone()[0]
+    self._sql('DROP TRIGGER chunks_ai')
+    self.conn.executemany(sql, rows)
+    self._sql('INSERT INTO chunks_fts(rowid, name, content, section_path) '
+              'SELECT id, name, content, section_path FROM chunks WHERE id > ?', (first,))
+    self._sql(_INSERT_TRIGGER)
