@@ -12,12 +12,13 @@ from pathlib import Path
 from fastcore.docments import docments
 from fastcore.script import Param
 from .core import MultisError
-from .config import load_config, report_errors
+from .config import absolute_url, check_store_url, load_config, redact_url, report_errors, store_url
 from .core import home_path, multis_home
 from .answer.ask import ask_config, search_options
 from .answer.prompts import excerpt, source_label
 from .retrieval.store import Store
-from .retrieval.store import open_store
+from .retrieval.store import configured_store, sqlite_path
+from .retrieval.contract import store_scheme
 from .retrieval.vectors import embed_pending
 from .retrieval.embed import make_embedder, vector_weight
 from .retrieval.search import query_terms, check_scopes
@@ -46,15 +47,15 @@ def verb_parser(sub, name:str, func):
 
 # %% ../nbs/02_cli.ipynb 7
 def _store(db:str|None)->Store:
-    "The database (default `<home>/multis.db`) with the configured embedder, if any"
-    return open_store(db or None, load_config())
+    "The configured store (or `--db`), with the configured embedder, if any"
+    return configured_store(db or None)
 
 def _limits()->IndexLimits: return IndexLimits.from_config(load_config())
 
 # %% ../nbs/02_cli.ipynb 9
 def index(path:str,                          # a file or a folder (folders are indexed recursively)
           scope:Param("who may search it: kb (everyone) or admin (the owner)", str, choices=['kb', 'admin'])=None,
-          db:str=None,                       # database file (default: <home>/multis.db)
+          db:str=None,                       # a store path or URL (default: MULTIS_DATABASE_URL, store.url, <home>/multis.db)
           force:bool=False,                  # re-index even files that did not change
           quiet:bool=False,                  # no progress bar
          )->int:
@@ -98,7 +99,7 @@ def search(query:str,                            # what to look for
            limit:int=10,                         # number of hits
            json_out:Param("print the hits as JSON", bool)=False,
            no_record:bool=False,                 # do not record the hits as accesses
-           db:str=None,                          # database file (default: <home>/multis.db)
+           db:str=None,                          # a store path or URL (default: MULTIS_DATABASE_URL, store.url, <home>/multis.db)
           )->int:
     "Search the indexed documents and memory"
     opts, scopes = search_options(load_config()), check_scopes(scope) if scope else None
@@ -114,7 +115,7 @@ def ask(question:str,                          # the question
         scope:Param("search only this scope (repeatable): kb, admin, user:<chatId>", str, action='append')=None,
         limit:int=5,                           # passages to retrieve
         json_out:Param("print the answer as JSON", bool)=False,
-        db:str=None,                           # database file (default: <home>/multis.db)
+        db:str=None,                           # a store path or URL (default: MULTIS_DATABASE_URL, store.url, <home>/multis.db)
        )->int:
     "Ask a question about your documents; the answer cites its sources"
     cfg, scopes = load_config(), check_scopes(scope) if scope else None
@@ -128,7 +129,7 @@ def ask(question:str,                          # the question
     return 0
 
 # %% ../nbs/02_cli.ipynb 16
-def docs(db:str=None,   # database file (default: <home>/multis.db)
+def docs(db:str=None,   # a store path or URL (default: MULTIS_DATABASE_URL, store.url, <home>/multis.db)
          json_out:Param("print as JSON", bool)=False,
         )->int:
     "List indexed documents and counts"
@@ -146,7 +147,7 @@ def eval_(path:str,          # a BEIR-format folder (corpus.jsonl, queries.jsonl
          k:int=10,          # cutoff for nDCG and MRR
          json_out:Param("print as JSON", bool)=False,
          semantic:bool=False, # embed the corpus with the configured embedder and rank hybrid (embeddings.weight)
-         db:str=':memory:',  # keep the corpus and its vectors in this file, so a second run skips embedding
+         db:str=':memory:',  # keep the corpus and its vectors in this store (path or URL), so a second run skips embedding
         )->int:
     "Measure retrieval quality on a BEIR-format set: nDCG@k, Recall@k and @100, MRR@k"
     full = load_config(); cfg = full['search']
@@ -188,15 +189,28 @@ def mcp_(scope:Param("serve only this scope (repeatable): kb, admin or user:<cha
 # %% ../nbs/02_cli.ipynb 27
 def migrate_(rebuild:bool=False,   # rebuild from the indexed files instead of upgrading in place
              embed:bool=False,     # also embed every chunk with the configured embedder
+             to:Param("copy the store into this empty one instead: sqlite:///path or postgresql://...", str)=None,
              json_out:Param("print what was done as JSON", bool)=False,
-             db:str=None,          # database file (default: <home>/multis.db)
+             db:str=None,          # a store path or URL (default: MULTIS_DATABASE_URL, store.url, <home>/multis.db)
             )->int:
-    "Back the database up, bring it to the current schema (or rebuild it from its files), check the counts"
+    "Back the database up, bring it to the current schema (or rebuild it from its files), check the counts; or copy it with --to"
     from multis.retrieval.migrate import migrate
+    source = store_url(load_config(), db)
+    if to: return _copy_to(source, to, rebuild or embed, json_out)
+    if store_scheme(source) != 'sqlite':
+        raise MultisError(f"{redact_url(source)}: `multis migrate` upgrades a SQLite file; a PostgreSQL store upgrades itself when opened")
     from multis.retrieval.embed import make_embedder
     embedder = make_embedder(load_config()) if embed else None
     if embed and embedder is None: raise MultisError("--embed needs embeddings.provider in config.json")
-    r = migrate(db or None, rebuild=rebuild, limits=_limits(), progress=not json_out, embedder=embedder)
+    r = migrate(sqlite_path(source), rebuild=rebuild, limits=_limits(), progress=not json_out, embedder=embedder)
+    print(json.dumps(r.to_json(), ensure_ascii=False, indent=1) if json_out else r)
+    return 0
+
+def _copy_to(source:str, to:str, other:bool, json_out:bool)->int:
+    "`multis migrate --to`: copy the store `source` into the empty store `to`"
+    if other: raise MultisError("--to copies the store as it is; run --rebuild or --embed without --to")
+    from multis.retrieval.transfer import copy_store
+    r = copy_store(source, absolute_url(check_store_url(to, '--to')), progress=not json_out)
     print(json.dumps(r.to_json(), ensure_ascii=False, indent=1) if json_out else r)
     return 0
 

@@ -8,7 +8,7 @@ __all__ = ['DEFAULT_CONFIG', 'log', 'ENTRY_POINT_GROUP', 'BUILTIN_PLATFORMS', 'S
            'platform_spec', 'each_platform', 'platform_specs', 'config_defaults', 'platform_defaults',
            'platform_secrets', 'platform_questions', 'default_config', 'ConfigError', 'cfg_get', 'redact_url',
            'url_password', 'check_store_url', 'secret_keys', 'secret_values', 'fill_from_env', 'config_path',
-           'load_config', 'save_config', 'store_url', 'error_line', 'report_errors']
+           'load_config', 'save_config', 'absolute_url', 'store_url', 'error_line', 'report_errors']
 
 # %% ../nbs/01_config.ipynb 2
 import copy, importlib, json, logging, os, re, sqlite3, sys
@@ -341,8 +341,9 @@ def save_config(cfg:dict, path:Path|str|None=None)->Path:
 # %% ../nbs/01_config.ipynb 71
 _SQLITE = re.compile(r'(?i)sqlite(?:\+\w+)?://(.*)', re.S)
 
-def _absolute(url:str, base:Path)->str:
-    "A SQLite path or URL as `sqlite:///<absolute path>` (`sqlite://` in memory); another backend's URL as it is"
+def absolute_url(url:str, base:Path|None=None)->str:
+    "A SQLite path or URL as `sqlite:///<absolute path>` (from `base`, default the current folder); another backend's URL as it is"
+    url, base = str(url).strip(), Path.cwd() if base is None else Path(base)
     m = _SQLITE.fullmatch(url)
     if m is None and '://' in url: return url
     p = url if m is None else m[1][1:]
@@ -357,10 +358,10 @@ def store_url(cfg:dict|None=None, # the config; None: the home's `config.json` (
              )->str:
     "The store to open: `--db`, else `MULTIS_DATABASE_URL`, else `store.url`, else `sqlite:///<home>/multis.db`"
     environ, home = os.environ if environ is None else environ, Path(home) if home is not None else multis_home()
-    if db: return _absolute(check_store_url(db, '--db'), Path.cwd())
-    if env := (environ.get(DATABASE_ENV) or '').strip(): return _absolute(check_store_url(env, DATABASE_ENV), Path.cwd())
+    if db: return absolute_url(check_store_url(db, '--db'))
+    if env := (environ.get(DATABASE_ENV) or '').strip(): return absolute_url(check_store_url(env, DATABASE_ENV))
     cfg = load_config(home/'config.json') if cfg is None else cfg
-    if u := (cfg_get(cfg, 'store.url') or '').strip(): return _absolute(check_store_url(u, 'store.url in config.json'), home)
+    if u := (cfg_get(cfg, 'store.url') or '').strip(): return absolute_url(check_store_url(u, 'store.url in config.json'), home)
     return f"sqlite:///{home/'multis.db'}"
 
 # %% ../nbs/01_config.ipynb 77

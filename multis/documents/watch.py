@@ -59,13 +59,14 @@ class _Handler(FileSystemEventHandler):
 
 class Watcher:
     "Keeps the store in step with the watched folders of a config"
-    def __init__(self, store:Store|str|Path, # the store (or its file); the watcher opens its own connection
+    def __init__(self, store:Store|str|Path, # the store (or its path or URL); the watcher opens its own connection
                  cfg:dict,                    # the config: `watch` entries and `indexing` limits
                  home=None,                   # the multis home (unused for now; kept for symmetry with the service)
                  debounce:float=1.0,          # seconds of quiet before a changed file is indexed
                  scan:bool=True,              # index every folder once on start
                  *, path_check=None):         # called with each file's resolved path; raises a `MultisError` to refuse it
-        self.db, self.path_check = (store.path if hasattr(store, 'reopen') else str(store)), path_check
+        self.store = store if hasattr(store, 'reopen') else None   # reopened in the worker: its URL may hold a password
+        self.db, self.path_check = (store.path if self.store is not None else str(store)), path_check
         self.entries, self.limits, self.debounce, self.scan = watch_entries(cfg), IndexLimits.from_config(cfg), debounce, scan
         self.cfg = cfg
         self.pending, self.cond, self.stopping = {}, threading.Condition(), False
@@ -132,7 +133,7 @@ def _safe_sync(self:Watcher, st:Store, path:Path, entry:dict):
 @patch
 def _run(self:Watcher):
     "The worker: initial scan, then due paths until stopped"
-    st = open_store(self.db, self.cfg)
+    st = self.store.reopen() if self.store is not None else open_store(self.db, self.cfg)
     try:
         if self.scan:
             for e in self.entries: self._safe_sync(st, e['path'], e)

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..core import MultisError, multis_home
 from ..config import load_config
 from ..retrieval.store import Store
-from ..retrieval.store import open_store
+from ..retrieval.store import configured_store
 from ..chat.message import Message
 from ..chat.router import Router
 
@@ -68,13 +68,13 @@ def log_to_file(home:Path|None=None)->Path:
         lg.addHandler(h)
     return path
 
-def chat(db:str=None,              # database file (default: <home>/multis.db)
+def chat(db:str=None,              # a store path or URL (default: MULTIS_DATABASE_URL, store.url, <home>/multis.db)
          chat_id:str='terminal',   # the chat id of this session (its own window and log)
         )->int:
     "Chat with multis in the terminal, as the owner, through the same router as the chat apps"
     log_to_file()
     cfg = load_config()
-    with open_store(db or None, cfg) as st:
+    with configured_store(db or None, cfg) as st:
         router = Router(st, cfg)
         try: return run_terminal(router, chat_id=chat_id)
         finally: router.close()

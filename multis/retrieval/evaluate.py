@@ -10,7 +10,7 @@ from pathlib import Path
 from ..core import DocChunk
 from ..documents.chunker import chunk_all
 from .ranking import load_beir, evaluate
-from .store import Store
+from .store import Store, open_store
 from .search import query_terms
 from .vectors import embed_pending
 
@@ -20,11 +20,11 @@ def corpus_chunks(corpus:dict, scope:str='kb')->list:
     return chunk_all([DocChunk(f'beir/{i}', d.get('title') or str(i), d.get('text') or '', element_type='paragraph',
                                scope=scope, metadata={'doc_id': str(i)}) for i,d in corpus.items()])
 
-def beir_store(corpus:dict, path:str=':memory:', # the corpus, and where to keep it
+def beir_store(corpus:dict, path:str=':memory:', # the corpus, and the store (a path or URL) to keep it in
                embedder=None,                      # also embed every chunk with it (kept in `path` between runs)
                progress:bool=False)->Store:
     "A store holding a BEIR corpus, with vectors when an embedder is given"
-    st = Store(path)
+    st = open_store(path)
     if st.stats()['chunks'] == 0: st.save(corpus_chunks(corpus))
     if embedder is not None: embed_pending(st, embedder, progress=progress)
     return st

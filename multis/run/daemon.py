@@ -14,9 +14,9 @@ from typing import Callable
 from filelock import FileLock, Timeout
 from fastcore.basics import patch
 from ..core import MultisError, atomic_write, multis_home
-from ..config import cfg_get, load_config, platform_names, secret_values
+from ..config import DATABASE_ENV, cfg_get, load_config, platform_names, redact_url, secret_values, store_url
 from ..retrieval.store import Store
-from ..retrieval.store import open_store
+from ..retrieval.store import open_store, store_summary
 from ..retrieval.vectors import embed_in_background
 from ..memory.conversation import Conversation
 from ..memory.chat import cleanup_temp
@@ -98,7 +98,8 @@ class Daemon:
         self.cfg = cfg if cfg is not None else load_config(self.home/'config.json')
         if n := cleanup_temp(self.home): log.info("removed %d temp files an interrupted write left in memory/", n)
         self.clock, self.tick_seconds, self.status = clock, tick_seconds, {}
-        self.store = open_store(self.home/'multis.db', self.cfg)
+        self.url = store_url(self.cfg, home=self.home)   # `MULTIS_DATABASE_URL`, `store.url` or <home>/multis.db
+        self.store = open_store(self.url, self.cfg)
         self.conv = Conversation(self.store, self.cfg, provider, self.home)
         track_activity(self.conv)
         self.router = Router(self.store, self.cfg, home=self.home, conversation=self.conv, clock=clock)
@@ -175,7 +176,7 @@ def start_local(self:Daemon):
     if cfg_get(self.cfg, 'service.enabled', False):
         try:
             from multis.run.service import ServiceThread, create_app
-            app = create_app(self.store.path, self.cfg, self.home, provider=self.conv.provider)
+            app = create_app(self.url, self.cfg, self.home, provider=self.conv.provider)
             self.service = ServiceThread(app, '127.0.0.1', int(cfg_get(self.cfg, 'service.port', 5858))).start()
             self.status['service'] = f"running on {self.service.url}"
         except Exception as e: self.status['service'] = f"failed: {e}"; log.error("the memory service could not start: %s", e)
@@ -288,7 +289,8 @@ def _write_ready(home, started:float, say:Callable|None=None):
         st = dict(pid=os.getpid(), started=started, platforms=daemon.status)
         atomic_write(state_path(home), json.dumps(st), mode=0o600)
         names = ', '.join(f"{k} {v}" for k,v in daemon.status.items()) or 'none'
-        log.info("multis started (pid %d): platforms: %s; %d scheduled jobs", os.getpid(), names, len(daemon.scheduler.list_jobs()))
+        log.info("multis started (pid %d): platforms: %s; %d scheduled jobs; store %s", os.getpid(), names,
+                 len(daemon.scheduler.list_jobs()), redact_url(daemon.url))
         if say: say('\n'.join(ready_lines(daemon, home)))
     return ready
 
@@ -332,7 +334,20 @@ def _run_locked(home, stopper, handlers, provider, platforms, tick_seconds, say=
     if say: say(f"multis stopped (pid {os.getpid()})")
     return 0
 
-# %% ../../nbs/80_run.daemon.ipynb 57
+# %% ../../nbs/80_run.daemon.ipynb 58
+def _child_env(home:Path)->dict:
+    "The daemon's environment: the home, and `MULTIS_DATABASE_URL` (if set) made absolute, as the daemon runs in the home"
+    env = {**os.environ, 'MULTIS_HOME': str(home)}
+    if env.get(DATABASE_ENV, '').strip(): env[DATABASE_ENV] = store_url({}, home=home)
+    return env
+
+def _log_tail(home, offset:int, lines:int=8)->str:
+    try:
+        with open(log_path(home), 'rb') as f: f.seek(offset); text = f.read().decode('utf-8', 'replace')
+    except OSError: return ''
+    return '\n'.join(text.strip().splitlines()[-lines:])
+
+# %% ../../nbs/80_run.daemon.ipynb 59
 _CHILD = ['-c', 'from multis.cli import main; main()', '_daemon']   # the CLI's hidden verb: `run_foreground`, the log only
 
 def _spawn(home:Path)->subprocess.Popen:
@@ -341,15 +356,9 @@ def _spawn(home:Path)->subprocess.Popen:
     log_path(home).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     with open(log_path(home), 'ab') as out:
         return subprocess.Popen([sys.executable, *_CHILD], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=str(home), env={**os.environ, 'MULTIS_HOME': str(home)})
+                                start_new_session=True, cwd=str(home), env=_child_env(home))
 
-def _log_tail(home, offset:int, lines:int=8)->str:
-    try:
-        with open(log_path(home), 'rb') as f: f.seek(offset); text = f.read().decode('utf-8', 'replace')
-    except OSError: return ''
-    return '\n'.join(text.strip().splitlines()[-lines:])
-
-# %% ../../nbs/80_run.daemon.ipynb 58
+# %% ../../nbs/80_run.daemon.ipynb 60
 def _platform_lines(platforms:dict|None)->list:
     if not platforms: return ['  no chat platform enabled: only the scheduler runs']
     return [f"  {k}: {v}" for k,v in platforms.items()]
@@ -368,7 +377,7 @@ def _wait_ready(home:Path, proc:subprocess.Popen, offset:int, timeout:float)->in
     print(f"multis (pid {proc.pid}) did not report ready within {timeout:g} s; see {log_path(home)}", file=sys.stderr)
     return 1
 
-# %% ../../nbs/80_run.daemon.ipynb 59
+# %% ../../nbs/80_run.daemon.ipynb 61
 def start(foreground:bool=False, # run in this terminal until Ctrl-C, instead of in the background
           timeout:float=30,      # seconds to wait for the background daemon to be ready
          )->int:                 # 0 started (or stopped cleanly, in the foreground), 1 otherwise
@@ -380,7 +389,7 @@ def start(foreground:bool=False, # run in this terminal until Ctrl-C, instead of
     offset = log_path(home).stat().st_size if log_path(home).exists() else 0
     return _wait_ready(home, _spawn(home), offset, timeout)
 
-# %% ../../nbs/80_run.daemon.ipynb 61
+# %% ../../nbs/80_run.daemon.ipynb 63
 def _stale_note(st:dict)->str: return f" (removed the stale pid file of process {st['stale_pid']})" if st.get('stale_pid') else ''
 
 def stop(timeout:float=60, # seconds to wait for in-flight work to finish
@@ -399,16 +408,22 @@ def stop(timeout:float=60, # seconds to wait for in-flight work to finish
     print(f"multis (pid {st['pid']}) is still finishing after {timeout:g} s; see {log_path(home)}", file=sys.stderr)
     return 1
 
-# %% ../../nbs/80_run.daemon.ipynb 62
+# %% ../../nbs/80_run.daemon.ipynb 65
+def _store_line()->str:
+    "'  store: <url>: N files, M chunks', the password hidden"
+    try: return f"  store: {store_summary(store_url())}"
+    except MultisError as e: return f"  store: {e}"
+
+# %% ../../nbs/80_run.daemon.ipynb 66
 def _duration(s:float)->str:
     s = int(max(s, 0))
     d, h, m = s//86400, s%86400//3600, s%3600//60
     return f"{d}d {h}h" if d else f"{h}h {m}m" if h else f"{m}m" if m else f"{s}s"
 
 def status()->int:
-    "Say whether multis runs: its pid, uptime and platforms (exit status 0 running, 3 not running)"
+    "Say whether multis runs (its pid, uptime and platforms) and what its store holds (exit status 0 running, 3 not running)"
     st = daemon_state()
-    if not st['running']: print("multis is not running" + _stale_note(st)); return 3
+    if not st['running']: print("multis is not running" + _stale_note(st) + '\n' + _store_line()); return 3
     up = f", up {_duration(time.time() - st['started'])}" if st.get('started') else ''
-    print('\n'.join([f"multis is running (pid {st['pid'] or 'unknown'}{up})"] + _platform_lines(st.get('platforms'))))
+    print('\n'.join([f"multis is running (pid {st['pid'] or 'unknown'}{up})"] + _platform_lines(st.get('platforms')) + [_store_line()]))
     return 0

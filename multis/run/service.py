@@ -22,7 +22,7 @@ import uvicorn
 from uvicorn.supervisors import Multiprocess
 from .. import __version__
 from ..core import MultisError, multis_home
-from ..config import cfg_get, load_config
+from ..config import cfg_get, load_config, store_url
 from ..retrieval.store import Store, open_store
 from ..documents.indexer import IndexLimits, index_directory, index_file, index_upload
 from ..answer.ask import ask_config
@@ -411,7 +411,7 @@ def service_app(home:Path|str|None=None,  # the multis home; default `multis_hom
                )->FastAPI:
     "The memory service of a home as `multis serve` runs it: its config, its store and `mounts` applied"
     home = Path(home or multis_home()); cfg = load_config(home/'config.json')
-    app = create_app(home/'multis.db', cfg, home)
+    app = create_app(store_url(cfg, home=home), cfg, home)
     if host not in ('0.0.0.0', '::', ''): app.state.hosts.add(_bind_name(host))
     for m in mounts:
         mod, _, fn = m.partition(':')
@@ -444,7 +444,7 @@ def serve(port:int=None,          # port to listen on (default: service.port in 
     redact_access_log()
     print(f"multis memory service on http://{host}:{port} with {workers} worker{'s'*(workers > 1)} "
           f"(token in {home/'service-token'}); Ctrl-C stops it")
-    with Watcher(home/'multis.db', cfg, home, path_check=load_governance(home).check_not_denied):
+    with Watcher(store_url(cfg, home=home), cfg, home, path_check=load_governance(home).check_not_denied):
         if workers == 1: QuietServer(config).run()
         else: Multiprocess(config, sockets=[config.bind_socket()]).run()
     return 0
