@@ -210,7 +210,7 @@ def _copy_to(source:str, to:str, other:bool, json_out:bool)->int:
     "`multis migrate --to`: copy the store `source` into the empty store `to`"
     if other: raise MultisError("--to copies the store as it is; run --rebuild or --embed without --to")
     from multis.retrieval.transfer import copy_store
-    r = copy_store(source, absolute_url(check_store_url(to, '--to')), progress=not json_out)
+    r = copy_store(source, absolute_url(check_store_url(to, '--to')), progress=not json_out and sys.stderr.isatty())
     print(json.dumps(r.to_json(), ensure_ascii=False, indent=1) if json_out else r)
     return 0
 

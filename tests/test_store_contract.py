@@ -2,7 +2,7 @@
 import random
 import pytest
 from multis.core import DocChunk, MultisError
-from multis.retrieval.contract import StoreContract, contract_members, store_class
+from multis.retrieval.contract import DUMP_COLUMNS, DUMP_KINDS, StoreContract, StoreError, contract_members, store_class
 from multis.retrieval.embed import HashEmbedder
 from multis.retrieval.store import open_store
 from multis.retrieval.vectors import embed_pending, text_hash, vector_text
@@ -189,6 +189,65 @@ def test_conversation_chunks(store):
     assert store.delete_conversation_chunks('memory_summary', 'user:*') == 1
     assert store.stats()['by_type'] == {'conversation': 1, 'txt': 2}                     # documents untouched
     with pytest.raises(MultisError): store.delete_conversation_chunks('paragraph', 'everyone')
+
+# --- dump_rows / load_rows: a whole store copied through the contract (`multis migrate --to`) ---
+
+@pytest.fixture
+def empty(request, tmp_path):
+    "A second fresh store of the backend `url` runs on"
+    with open_store(BACKENDS[request.node.callspec.params['url']](tmp_path/'second')) as st: yield st
+
+def _fill(store):
+    "Something of every kind: files, chunks in three scopes, accesses, vectors, facts"
+    store.embedder = HashEmbedder(32)
+    store.replace_file('/n/garden.md', GARDEN, {'size': 120, 'mtime': 5.0, 'sha256': 'ab', 'scope': 'kb', 'document_type': 'md'})
+    store.save([TRIP, doc('/chats/user:7/log', 'Chat', 'we talked about tomatoes', scope='user:7', element_type='paragraph',
+                          document_type='conversation', metadata={'captured_at': 10})])
+    store.record_access([GARDEN[0].chunk_id, TRIP.chunk_id], 'tomatoes', now=100.0)
+    store.record_access([GARDEN[0].chunk_id], 'water', now=200.0)
+    store.save_facts([('7', 'colours', 'ranked', 1, 'blue', 5.0, 'chat'), ('7', 'name', 'single', 0, 'Ann', 6.0, '')])
+    store.embedder = None
+
+def _dump(store)->dict: return {k: [r for b in store.dump_rows(k) for r in b] for k in DUMP_KINDS}
+
+def _searches(store)->list:
+    hv = HashEmbedder(32)
+    return [[(h.chunk_id, round(h.score, 9), round(h.activation, 9)) for h in store.search(q, scopes=sc, now=1000.0, embedder=e)]
+            for q in ('tomatoes', 'rain jacket garden', 'prune') for sc in (None, ['kb'], ['user:7']) for e in (False, hv)]
+
+@covers('dump_rows', 'load_rows')
+def test_dump_and_load_round_trip(store, empty):
+    _fill(store)
+    rows = _dump(store)
+    assert {k: len(v) for k, v in rows.items()} == dict(files=1, chunks=4, accesses=3, vectors=4, facts=2)
+    for k, v in rows.items(): assert all(isinstance(r, tuple) and len(r) == len(DUMP_COLUMNS[k]) for r in v)
+    chunk = dict(zip(DUMP_COLUMNS['chunks'], rows['chunks'][0]))
+    assert isinstance(chunk['created_at'], str) and chunk['section_path'] == '["Garden", "Tomatoes"]' and chunk['access_count'] == 2
+    vec = dict(zip(DUMP_COLUMNS['vectors'], rows['vectors'][0]))
+    assert isinstance(vec['vector'], bytes) and len(vec['vector']) == 32*4 and vec['model'] == 'hash:32'
+    assert [len(b) for b in store.dump_rows('chunks', batch=3)] == [3, 1]
+    before = _searches(empty)                                            # an empty store has searched (and cached) once
+    for k in DUMP_KINDS:
+        for b in store.dump_rows(k, batch=2): assert empty.load_rows(k, b) == len(b)
+    assert _dump(empty) == rows == _dump(store)
+    assert _searches(empty) == _searches(store) != before               # full-text index and vector caches in step
+    assert empty.stats() == store.stats() and empty.vector_counts() == store.vector_counts() == {'hash:32': 4}
+    assert empty.fact_rows('7') == store.fact_rows('7') and empty.file_state('/n/garden.md')['sha256'] == 'ab'
+    assert empty.activations([GARDEN[0].chunk_id], now=300.0) == store.activations([GARDEN[0].chunk_id], now=300.0)
+
+@covers('dump_rows', 'load_rows')
+def test_dump_and_load_refuse_what_they_cannot_do(store, empty):
+    assert [list(store.dump_rows(k)) for k in DUMP_KINDS] == [[]] * len(DUMP_KINDS)     # an empty store dumps nothing
+    with pytest.raises(StoreError, match="unknown kind of rows 'notes'.*files, chunks, accesses, vectors, facts"): store.dump_rows('notes')
+    with pytest.raises(StoreError, match='notes'): store.load_rows('notes', [])
+    assert store.load_rows('facts', []) == 0
+    _fill(store)
+    rows = [r for b in store.dump_rows('chunks') for r in b]
+    with pytest.raises(Exception):
+        with empty.transaction():                                       # the caller's transaction: all or nothing
+            empty.load_rows('chunks', rows); raise RuntimeError('interrupted')
+    assert empty.stats()['chunks'] == 0 and empty.search('tomatoes') == []
+    with pytest.raises(StoreError): store.load_rows('chunks', rows[:1])                   # no deduplication: a collision
 
 # --- scopes are a hard boundary: random stores, random searches ---
 
