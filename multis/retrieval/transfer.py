@@ -84,7 +84,7 @@ class CopyReport:
 # %% ../../nbs/26a_retrieval.transfer.ipynb 18
 def copy_store(source:str,        # the store to copy: a path or URL
                target:str,        # an empty store to copy it into: a path or URL (a new SQLite file is created)
-               batch:int=1000,    # rows per batch
+               batch:int=2000,    # rows per batch
                progress:bool=False, # a progress bar per kind on stderr
               )->CopyReport:
     "Copy every row of `source` into the empty `target`, in one transaction there, counts checked; the source is only read"
