@@ -8,7 +8,7 @@ __all__ = ['DEFAULT_CONFIG', 'log', 'ENTRY_POINT_GROUP', 'BUILTIN_PLATFORMS', 'S
            'platform_spec', 'each_platform', 'platform_specs', 'config_defaults', 'platform_defaults',
            'platform_secrets', 'platform_questions', 'default_config', 'ConfigError', 'cfg_get', 'redact_url',
            'url_password', 'check_store_url', 'secret_keys', 'secret_values', 'fill_from_env', 'config_path',
-           'load_config', 'save_config', 'absolute_url', 'store_url', 'error_line', 'report_errors']
+           'load_config', 'save_config', 'absolute_url', 'store_file', 'store_url', 'error_line', 'report_errors']
 
 # %% ../nbs/01_config.ipynb 2
 import copy, importlib, json, logging, os, re, sqlite3, sys
@@ -349,6 +349,11 @@ def absolute_url(url:str, base:Path|None=None)->str:
     p = url if m is None else m[1][1:]
     if p in ('', ':memory:'): return 'sqlite://'
     return f"sqlite:///{base/Path(p).expanduser()}"
+
+def store_file(url)->Path|None:
+    "The absolute SQLite file a path or URL names; None for another backend or a store in memory"
+    u = absolute_url(url)
+    return Path(u[len('sqlite:///'):]) if u.startswith('sqlite:///') else None
 
 # %% ../nbs/01_config.ipynb 72
 def store_url(cfg:dict|None=None, # the config; None: the home's `config.json` (read only when needed)

@@ -183,3 +183,10 @@ def test_bad_url_is_one_clear_line(tmp_path, where, args, env, says):
     r = run(*args, home=tmp_path/'home', env=env)
     assert one_line(r) == f"multis: {says} (use sqlite:///path or postgresql://user@host:port/db)"
     assert not (tmp_path/'home'/'multis.db').exists()
+
+
+def test_the_store_is_denied_to_read_and_exec_wherever_it_lives(other):
+    home, db = other['home'], other['db']
+    run('index', str(DATA/'garden-guide.md'), '--scope', 'kb', home=home, env=other['env'], check=0)
+    out = run('chat', input=f'/read {db}\n/quit\n', home=home, env=other['env'], check=0).stdout
+    assert f'path {db} is in a denied folder' in out, out

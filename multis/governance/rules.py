@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from fastcore.basics import patch
 from ..core import MultisError, multis_home, atomic_write
-from ..config import ConfigError, deep_merge, _read_json, _type_errors
+from ..config import ConfigError, deep_merge, store_file, store_url, _read_json, _type_errors
 
 # %% ../../nbs/50_governance.rules.ipynb 6
 DEFAULT_GOVERNANCE = {
@@ -106,7 +106,7 @@ class Governance:
         self.home = Path(home) if home else multis_home()
         self.rules = deep_merge(DEFAULT_GOVERNANCE, rules or {})
         self.allowed_roots = [self._folder(r) for r in self.rules['allowed_roots']]
-        self.denied_roots = [self._folder(r) for r in self.rules['denied_roots']]
+        self.denied_roots = [self._folder(r) for r in self.rules['denied_roots']] + _store_files(self.home)
         self.cwd = next((r for r in self.allowed_roots if r.is_dir()), self.home.resolve())
         self._link_scan = (float('-inf'), set(), True)  # (when, hard-linked files in denied folders, scan was whole)
 
@@ -116,6 +116,13 @@ class Governance:
         return Path(name).expanduser().resolve()
 
 # %% ../../nbs/50_governance.rules.ipynb 25
+def _store_files(home:Path)->list:
+    "The configured SQLite store's file and journals, resolved ([] for another backend or a config that cannot be read)"
+    try: f = store_file(store_url(None, home=home))
+    except MultisError: return []
+    return [] if f is None else [Path(f"{f}{s}").resolve() for s in ('', '-wal', '-shm', '-journal')]
+
+# %% ../../nbs/50_governance.rules.ipynb 27
 @patch
 def _show(self:Governance, p:Path)->str:
     "`p` shown with `<home>` or `~` for those folders"
@@ -129,7 +136,7 @@ def __repr__(self:Governance):
     return (f"Governance: {len(r['allowlist'])} programs allowed, {len(r['confirm'])} need a yes, "
             f"{len(r['denylist'])} denied; folders: {', '.join(self._show(p) for p in self.allowed_roots)}")
 
-# %% ../../nbs/50_governance.rules.ipynb 27
+# %% ../../nbs/50_governance.rules.ipynb 29
 _NAME_LISTS = ('allowlist', 'denylist', 'confirm', 'allowed_roots', 'denied_roots', 'text_only')
 
 def _rule_errors(rules:dict)->list[str]:
@@ -155,7 +162,7 @@ def load_governance(home:Path|str|None=None)->Governance:
         raise GovernanceFileError(f"{path}: " + '; '.join(errs))
     return Governance(rules, home)
 
-# %% ../../nbs/50_governance.rules.ipynb 30
+# %% ../../nbs/50_governance.rules.ipynb 32
 def _uses_option(a:str, opt:str)->bool:
     "Whether argument `a` uses option `opt`"
     if opt.startswith('--'):
@@ -164,7 +171,7 @@ def _uses_option(a:str, opt:str)->bool:
     if len(opt) == 2: return a.startswith('-') and not a.startswith('--') and opt[1] in a[1:]
     return a == opt
 
-# %% ../../nbs/50_governance.rules.ipynb 32
+# %% ../../nbs/50_governance.rules.ipynb 34
 @patch
 def _arg_kinds(self:Governance, name:str, args:list):
     "Each argument as ('operand'|'option'|'text', arg); text is the value of an option in `option_values`"
@@ -177,7 +184,7 @@ def _arg_kinds(self:Governance, name:str, args:list):
         elif any(a.startswith(v + '=') or (len(v) == 2 and a.startswith(v)) for v in values): yield 'text', a
         else: yield 'option', a
 
-# %% ../../nbs/50_governance.rules.ipynb 34
+# %% ../../nbs/50_governance.rules.ipynb 36
 @patch
 def _check_options(self:Governance, name:str, args:list):
     "Refuse denied options and too many file operands"
@@ -188,7 +195,7 @@ def _check_options(self:Governance, name:str, args:list):
     if limit is not None and sum(k == 'operand' for k, _ in self._arg_kinds(name, args)) > limit:
         raise GovernanceError(f'`{name}` with more than {limit} file argument(s) is not allowed (it would write one)')
 
-# %% ../../nbs/50_governance.rules.ipynb 37
+# %% ../../nbs/50_governance.rules.ipynb 39
 def _tilde(path:str)->str:
     "`path` with a leading home folder written `~` (as the user typed it before expansion)"
     home = str(Path.home())
@@ -199,12 +206,12 @@ def _shown(path, limit:int=80)->str:
     s = ''.join(c if c.isprintable() else repr(c)[1:-1] for c in _tilde(str(path)))
     return s if len(s) <= limit else f'{s[:limit-1]}…'
 
-# %% ../../nbs/50_governance.rules.ipynb 39
+# %% ../../nbs/50_governance.rules.ipynb 41
 def _why(e:Exception)->str:
     "A short lower-case reason for an error of the file system"
     return (getattr(e, 'strerror', None) or str(e) or type(e).__name__).lower()
 
-# %% ../../nbs/50_governance.rules.ipynb 42
+# %% ../../nbs/50_governance.rules.ipynb 44
 @patch
 def _resolve(self:Governance, path,          # a path as the user wrote it
              expand:bool=True,                # expand a leading `~`
@@ -226,7 +233,7 @@ def _lstat(p:Path, shown:str):
     except (FileNotFoundError, NotADirectoryError): return None
     except OSError as e: raise GovernanceError(f'path {shown} cannot be checked ({_why(e)})') from None
 
-# %% ../../nbs/50_governance.rules.ipynb 45
+# %% ../../nbs/50_governance.rules.ipynb 47
 MAX_LINK_SCAN = 20000   # entries of the denied folders looked at for hard-linked files
 LINK_SCAN_TTL = 10      # seconds a scan of the denied folders is reused
 
@@ -248,7 +255,7 @@ def _scan_links(folder:Path, ids:set, budget:list)->bool:
             except OSError: whole = False
     return whole
 
-# %% ../../nbs/50_governance.rules.ipynb 47
+# %% ../../nbs/50_governance.rules.ipynb 49
 @patch
 def _denied_links(self:Governance)->tuple[set, bool]:
     "The identities of the denied files and of the hard-linked files in denied folders; False if those were not all seen"
@@ -273,13 +280,13 @@ def _hard_link_refusal(self:Governance, st:os.stat_result)->str|None:
     if (st.st_dev, st.st_ino) in ids: return 'is a hard link to a denied file'
     if not whole: return f'is a hard link ({st.st_nlink} names) and the denied folders are too large to check its other names'
 
-# %% ../../nbs/50_governance.rules.ipynb 51
+# %% ../../nbs/50_governance.rules.ipynb 53
 def _within(p:Path, roots:list)->bool:
     "Whether `p` is one of `roots` or inside one (compared as strings: fast enough for walks of thousands of files)"
     s = str(p)
     return any(s == r or s.startswith(r.rstrip(os.sep) + os.sep) for r in map(str, roots))
 
-# %% ../../nbs/50_governance.rules.ipynb 53
+# %% ../../nbs/50_governance.rules.ipynb 55
 @patch
 def _refuse_denied(self:Governance, p:Path, shown:str):
     "Refuse the resolved path `p` in a denied folder, or naming a denied file by a hard link"
@@ -297,7 +304,7 @@ def check_path(self:Governance, path:str, # a path as the user wrote it
     self._refuse_denied(p, shown)
     return p
 
-# %% ../../nbs/50_governance.rules.ipynb 56
+# %% ../../nbs/50_governance.rules.ipynb 58
 @patch
 def check_file(self:Governance, path:str|Path)->Path:
     "`path` resolved; GovernanceError unless inside the allowed folders, outside the denied ones, not a hard link to a denied file"
@@ -310,7 +317,7 @@ def check_not_denied(self:Governance, path:str|Path)->Path:
     self._refuse_denied(p, _shown(path))
     return p
 
-# %% ../../nbs/50_governance.rules.ipynb 59
+# %% ../../nbs/50_governance.rules.ipynb 61
 _WALKERS = {'ls', 'find', 'grep', 'egrep', 'fgrep', 'rg', 'du', 'tree', 'git'}
 
 def _option_paths(a:str)->list[str]:
@@ -318,7 +325,7 @@ def _option_paths(a:str)->list[str]:
     if a.startswith('--'): return a.split('=', 1)[1:]
     return [a[k:] for k in range(1, len(a)) if k == 1 or a[1:k].isalnum()]
 
-# %% ../../nbs/50_governance.rules.ipynb 61
+# %% ../../nbs/50_governance.rules.ipynb 63
 @patch
 def _may_be_path(self:Governance, s:str)->bool:
     return '/' in s or s.startswith(('~', '.')) or os.path.lexists(self.cwd/s)
@@ -333,7 +340,7 @@ def _path_args(self:Governance, name:str, args:list)->list[str]:
         res += [c for c in cands if self._may_be_path(c)]
     return res
 
-# %% ../../nbs/50_governance.rules.ipynb 63
+# %% ../../nbs/50_governance.rules.ipynb 65
 @patch
 def _check_paths(self:Governance, name:str, args:list):
     "Refuse path arguments outside the allowed folders, in denied ones, or holding denied ones"
@@ -343,7 +350,7 @@ def _check_paths(self:Governance, name:str, args:list):
         if p.is_dir() and any(d.is_relative_to(p) for d in self.denied_roots):
             raise GovernanceError(f'folder {a} holds a denied folder')
 
-# %% ../../nbs/50_governance.rules.ipynb 66
+# %% ../../nbs/50_governance.rules.ipynb 68
 MAX_TREE = 20000
 
 @patch
@@ -368,7 +375,7 @@ def _check_trees(self:Governance, name:str, args:list, default:bool=False):
     for a, p in found:
         if p.is_dir(): self._check_tree(p, _shown(a))
 
-# %% ../../nbs/50_governance.rules.ipynb 69
+# %% ../../nbs/50_governance.rules.ipynb 71
 SAFE_ENV_VARS = ('PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ')
 
 def safe_env(environ:dict|None=None)->dict:
@@ -379,7 +386,7 @@ def safe_env(environ:dict|None=None)->dict:
     env['PATH'] = os.pathsep.join(path) or '/usr/local/bin:/usr/bin:/bin'
     return env
 
-# %% ../../nbs/50_governance.rules.ipynb 72
+# %% ../../nbs/50_governance.rules.ipynb 74
 def _read_text(f, size:int, shown:str, max_chars:int)->str:
     "The text of open file `f` of `size` bytes, cut at `max_chars`; refuse binary and non-UTF-8 files"
     data = f.read(max_chars*4 + 4)
@@ -396,7 +403,7 @@ def _listing(p:Path, max_chars:int)->str:
     text = '\n'.join(names) or '(empty folder)'
     return text if len(text) <= max_chars else f'{text[:max_chars]}\n… (cut at {max_chars} characters of {len(names)} entries)'
 
-# %% ../../nbs/50_governance.rules.ipynb 74
+# %% ../../nbs/50_governance.rules.ipynb 76
 @patch
 def _read_file(self:Governance, p:Path, shown:str, max_chars:int)->str:
     "The text of checked file `p`, opened without following a symlink and re-checked on what was opened"
