@@ -21,7 +21,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.routing import Route
 from ..core import MultisError, chunk_to_dict, multis_home
-from ..config import load_config, store_url
+from ..config import load_config, redact_url, store_url
 from ..retrieval.search import check_scopes
 from ..answer.prompts import excerpt, source_label
 from ..documents.indexer import IndexLimits
@@ -279,8 +279,9 @@ def _log_to_stderr():
 def serve_stdio(scopes:list|None=None, token:str|None=None)->int:
     "Serve MCP on stdin and stdout as the owner (or limited by `scopes` or `token`) until the client closes"
     home = multis_home(); cfg = load_config(home/'config.json'); _log_to_stderr()
-    s = Session(store_url(cfg, home=home), cfg, home, mcp_access(cfg, home, scopes, token))
-    log.info('multis mcp: serving %s over stdio as %s', home/'multis.db', s.access.name)
+    url = store_url(cfg, home=home)
+    s = Session(url, cfg, home, mcp_access(cfg, home, scopes, token))
+    log.info('multis mcp: serving %s over stdio as %s', redact_url(url), s.access.name)
     try: create_server(s).run('stdio')
     finally: s.close()
     return 0
