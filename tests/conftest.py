@@ -32,3 +32,46 @@ def data_store(tmp_path):
     with Store(tmp_path/'multis.db') as st:
         index_directory(st, REPO/'data', 'kb', progress=False)
         yield st
+
+# --- a real PostgreSQL for the PostgreSQL store (see multis.testing.postgres) ---
+
+def _psycopg_missing():
+    try: import psycopg, psycopg_pool
+    except ImportError as e: return f'psycopg is not installed ({e}); pip install -e ".[postgresql]"'
+    return None
+
+@pytest.fixture(scope='session')
+def pg_server():
+    "A PostgreSQL server for the whole session: Debian's, else pgserver's; skips saying why neither runs"
+    if why := _psycopg_missing(): pytest.skip(why)
+    from multis.testing.postgres import TempPostgres
+    srv = TempPostgres().start()
+    if not srv.ok: pytest.skip(srv.why)
+    yield srv
+    srv.stop()
+
+@pytest.fixture(scope='session')
+def pgvector_server(pg_server):
+    "A server with pgvector: the session's if it has it, else the pgserver wheel's"
+    if pg_server.has_pgvector(): yield pg_server; return
+    from multis.testing.postgres import TempPostgres
+    try: import pgserver  # noqa: F401
+    except ImportError: pytest.skip('pgvector is not installed for the Debian server and the pgserver wheel is absent')
+    srv = TempPostgres().start(kinds=('pgserver',))
+    if not srv.ok: pytest.skip(srv.why)
+    yield srv
+    srv.stop()
+
+_DBS = iter(range(1, 10**6))
+
+def with_option(url:str, opt:str)->str: return url + ('&' if '?' in url else '?') + opt
+
+@pytest.fixture
+def pg_url(pg_server):
+    "The URL of a fresh, empty PostgreSQL database (vectors as real[], scored in memory)"
+    return with_option(pg_server.new_database(f'multis_t{next(_DBS)}'), 'multis_vectors=array')
+
+@pytest.fixture
+def pgvector_url(pgvector_server):
+    "The URL of a fresh, empty PostgreSQL database with pgvector"
+    return pgvector_server.new_database(f'multis_v{next(_DBS)}')

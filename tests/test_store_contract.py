@@ -7,12 +7,15 @@ from multis.retrieval.embed import HashEmbedder
 from multis.retrieval.store import open_store
 from multis.retrieval.vectors import embed_pending, text_hash, vector_text
 
-# A backend is a function tmp_path -> the URL of a fresh, empty store. A later backend ('postgresql') adds one entry
-# here (and its fixture data), and every test below runs against it too.
-BACKENDS = {'sqlite': lambda tmp: f"sqlite:///{tmp}/multis.db"}
+# A backend is a function (tmp_path, request) -> the URL of a fresh, empty store; every test below runs against each.
+# PostgreSQL runs twice: vectors in real[] scored in memory, and in pgvector (its fixtures are in conftest.py; they
+# skip, saying why, when no PostgreSQL server or no pgvector can run here).
+BACKENDS = {'sqlite': lambda tmp, req: f"sqlite:///{tmp}/multis.db",
+            'postgresql': lambda tmp, req: req.getfixturevalue('pg_url'),
+            'postgresql-pgvector': lambda tmp, req: req.getfixturevalue('pgvector_url')}
 
 @pytest.fixture(params=sorted(BACKENDS))
-def url(request, tmp_path): return BACKENDS[request.param](tmp_path)
+def url(request, tmp_path): return BACKENDS[request.param](tmp_path, request)
 
 @pytest.fixture
 def store(url):

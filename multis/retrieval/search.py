@@ -4,7 +4,7 @@
 
 # %% auto 0
 __all__ = ['STOPWORDS', 'MAX_TERMS', 'FTS_TOKENIZE', 'log', 'query_terms', 'fts_query', 'check_scopes', 'fts_tokens',
-           'SqliteSearch']
+           'RankedSearch', 'SqliteSearch']
 
 # %% ../../nbs/22_retrieval.search.ipynb 2
 import re, sqlite3, threading, time
@@ -87,8 +87,13 @@ def fts_tokens(words:list)->dict:
     return _tokenizer(words)
 
 # %% ../../nbs/22_retrieval.search.ipynb 16
-class SqliteSearch:
+class RankedSearch:
+    "Backend-neutral search: pruning, candidates, hybrid blending and reranking over a backend's BM25 and vectors"
+
+class SqliteSearch(RankedSearch):
     "BM25, ACT-R and hybrid search over the SQLite store's FTS5 index (mixed into `Store`)"
+    def _vector_index(self, model:str): return VectorIndex(self, model)
+
 
 # %% ../../nbs/22_retrieval.search.ipynb 20
 def _varint(b:bytes)->int:
@@ -123,7 +128,7 @@ def doc_freqs(self:SqliteSearch, tokens:list, # FTS5 tokens (see `fts_tokens`)
 
 # %% ../../nbs/22_retrieval.search.ipynb 23
 @patch
-def informative_terms(self:SqliteSearch, terms:list)->list:
+def informative_terms(self:RankedSearch, terms:list)->list:
     "`terms` without those in at least half the indexed rows (idf clamped to ~0), unless none would be left"
     if len(terms) < 2: return terms
     single = {w: t[0] for w, t in fts_tokens(terms).items() if len(t) == 1}
@@ -146,7 +151,7 @@ def _bm25_top(self:SqliteSearch, terms:list, n:int, scopes:list|None, bm25_weigh
 
 # %% ../../nbs/22_retrieval.search.ipynb 28
 @patch
-def candidates(self:SqliteSearch, query:str,  # the user's text
+def candidates(self:RankedSearch, query:str,  # the user's text
                limit:int=10,            # hits wanted; candidates = candidate_factor x limit
                scopes:list|None=None,   # scopes to search; None = all (the owner)
                candidate_factor:int=DEFAULTS['candidate_factor'], # how many candidates per hit wanted
@@ -159,7 +164,7 @@ def candidates(self:SqliteSearch, query:str,  # the user's text
     scopes, terms = check_scopes(scopes), query_terms(query)
     if limit < 1: raise MultisError(f"limit must be at least 1, got {limit}")
     if not terms: return []
-    n, prune = max(limit, int(limit*candidate_factor)), prune and not self.conn.in_transaction
+    n, prune = max(limit, int(limit*candidate_factor)), prune and not self.in_transaction
     kept = self.informative_terms(terms) if prune else terms
     rows = self._bm25_top(kept, n, scopes, bm25_weights)
     if len(rows) < n and len(kept) < len(terms): rows = self._bm25_top(terms, n, scopes, bm25_weights)
@@ -168,7 +173,7 @@ def candidates(self:SqliteSearch, query:str,  # the user's text
 
 # %% ../../nbs/22_retrieval.search.ipynb 32
 @patch
-def search(self:SqliteSearch, query:str,     # the user's text (never FTS5 syntax)
+def search(self:RankedSearch, query:str,     # the user's text (never FTS5 syntax)
            limit:int=10,               # hits to return
            scopes:list|None=None,      # scopes to search; None = all (the owner)
            activation_weight:float=DEFAULTS['activation_weight'], # w in bm25 + w * activation
@@ -236,7 +241,7 @@ def _blend_hybrid(hits:list, weight:float,    # vector share for document chunks
 
 # %% ../../nbs/22_retrieval.search.ipynb 39
 @patch
-def hybrid_candidates(self:SqliteSearch, query:str, # the user's text
+def hybrid_candidates(self:RankedSearch, query:str, # the user's text
                       keyword:list,          # the BM25 candidates (`Store.candidates`)
                       n:int,                 # vector candidates to add
                       scopes:list|None, embedder, weight:float, bm25_weights, decay:float, now:float,
@@ -246,10 +251,10 @@ def hybrid_candidates(self:SqliteSearch, query:str, # the user's text
     for x in (weight, memory_weight):
         if x is not None and not 0 <= x <= 1: raise MultisError(f"vector weight must be from 0 to 1, got {x}")
     scopes, q = check_scopes(scopes), embedder.embed_query(query)
-    vi = VectorIndex(self, embedder.name)
+    vi = self._vector_index(embedder.name)
     near, have = dict(vi.top(q, n, scopes)), {h.chunk_id for h in keyword}
     terms = query_terms(query)
-    if not self.conn.in_transaction: terms = self.informative_terms(terms)
+    if not self.in_transaction: terms = self.informative_terms(terms)
     extra = self._rows_with_bm25([c for c in near if c not in have], scopes, terms, bm25_weights)
     acts = self.activations([r['chunk_id'] for r, _ in extra], now=now, decay=decay)
     hits = keyword + [Hit(self._chunk(r), bm25=b, activation=acts.get(r['chunk_id'], 0.0)) for r, b in extra]
