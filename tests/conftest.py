@@ -48,7 +48,8 @@ def pg_server():
     srv = TempPostgres().start()
     if not srv.ok: pytest.skip(srv.why)
     yield srv
-    srv.stop()
+    from multis.retrieval.postgresql import close_pools
+    close_pools(); srv.stop()
 
 @pytest.fixture(scope='session')
 def pgvector_server(pg_server):
@@ -60,7 +61,8 @@ def pgvector_server(pg_server):
     srv = TempPostgres().start(kinds=('pgserver',))
     if not srv.ok: pytest.skip(srv.why)
     yield srv
-    srv.stop()
+    from multis.retrieval.postgresql import close_pools
+    close_pools(); srv.stop()
 
 _DBS = iter(range(1, 10**6))
 

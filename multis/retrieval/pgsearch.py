@@ -51,6 +51,7 @@ def _tsvector(tf:dict)->str:
         parts.append(_lexeme(t) + ':' + ','.join(pos[:MAX_POS]))
     return ' '.join(parts)
 
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 7
 def row_terms(rows:list)->list:
     "(tsv, tf json, len_name, len_content, len_path) of each (name, content, section_path json) row"
     global _tok
@@ -61,7 +62,7 @@ def row_terms(rows:list)->list:
             out.append((_tsvector(tf), json.dumps(tf, ensure_ascii=False, separators=(',', ':')), *lens))
     return out
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 9
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 11
 K1, B = 1.2, 0.75
 
 _BM25 = """WITH st AS (SELECT nrows::float8 AS n, greatest(ntokens::float8 / greatest(nrows, 1), 1e-9) AS avgdl FROM fts_stats),
@@ -73,7 +74,7 @@ m AS (SELECT c.id, c.tf, c.len_name + c.len_content + c.len_path AS dl FROM chun
 s AS (SELECT m.id, sum(q.idf * (f * {k1p}) / (f + {k1} * (1 - {b} + {b} * m.dl / st.avgdl))) AS bm25
       FROM m CROSS JOIN st CROSS JOIN q CROSS JOIN LATERAL (SELECT m.tf -> q.t AS v) v
       CROSS JOIN LATERAL (SELECT (v.v->>0)::float8 * %(wn)s + (v.v->>1)::float8 * %(wc)s + (v.v->>2)::float8 * %(wp)s AS f) ff
-      WHERE v.v IS NOT NULL GROUP BY m.id)""".replace('{k1p}', str(K1 + 1)).replace('{k1}', str(K1)).replace('{b}', str(B))
+      WHERE v.v IS NOT NULL GROUP BY m.id)""".replace('{k1p}', f'{K1 + 1}::float8').replace('{k1}', f'{K1}::float8').replace('{b}', f'{B}::float8')
 
 def _tsquery(tokens:list)->str: return ' | '.join(_lexeme(t) for t in dict.fromkeys(tokens))
 
@@ -82,7 +83,7 @@ def _tokens(terms:list)->list:
     toks = fts_tokens(terms)
     return [t for w in terms for t in toks[w]]
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 10
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 12
 class PgSearch:
     "Full-text, BM25 and vector search of the PostgreSQL store (mixed into `PgStore`)"
 
@@ -93,6 +94,7 @@ def doc_freqs(self:PgSearch, tokens:list)->tuple:
     have = dict(self._sql('SELECT term, df FROM fts_terms WHERE term = ANY(%s)', (list(dict.fromkeys(tokens)),)).fetchall())
     return n, {t: have.get(t, 0) for t in tokens}
 
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 13
 @patch
 def _bm25_args(self:PgSearch, terms:list, bm25_weights)->dict|None:
     toks = _tokens(terms)
@@ -100,7 +102,7 @@ def _bm25_args(self:PgSearch, terms:list, bm25_weights)->dict|None:
     wn, wc, wp = map(float, bm25_weights)
     return dict(terms=toks, tsq=_tsquery(toks), wn=wn, wc=wc, wp=wp)
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 11
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 14
 @patch
 def _bm25_top(self:PgSearch, terms:list, n:int, scopes:list|None, bm25_weights)->list:
     "The `n` best rows for the OR of `terms` inside `scopes`, with their (positive) BM25"
@@ -124,7 +126,7 @@ def _rows_with_bm25(self:PgSearch, chunk_ids:list, scopes:list|None, terms:list,
                         {**args, 'ids': [r['id'] for r in rows]}).fetchall())
     return [(r, bm.get(r['id'], 0.0)) for r in rows]
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 13
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 16
 def _vec_text(v)->str: return '[' + ','.join(map(repr, _numpy().asarray(v, dtype='<f4').tolist())) + ']'
 
 @patch
@@ -132,6 +134,7 @@ def _vec_param(self:PgSearch, v):
     "A vector as the `embeddings.vector` column takes it"
     return _vec_text(v) if self.pgvector else _numpy().asarray(v, dtype='<f4').tolist()
 
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 17
 @patch
 def pending_vectors(self:PgSearch, model:str, chunk_ids:list|None=None)->list:
     "Chunks with no vector from `model`: (chunk_id, scope, name, content) rows"
@@ -140,7 +143,7 @@ def pending_vectors(self:PgSearch, model:str, chunk_ids:list|None=None)->list:
     if chunk_ids is None: return self._sql(sql + ' ORDER BY c.id', (model,)).fetchall()
     return self._sql(sql + ' AND c.chunk_id = ANY(%s) ORDER BY c.id', (model, list(chunk_ids))).fetchall()
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 14
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 18
 _VEC_UPSERT = ("INSERT INTO embeddings(chunk_id, scope, model, text_hash, vector) SELECT %(c)s, %(s)s, %(m)s, %(h)s, %(v)s "
                "WHERE EXISTS (SELECT 1 FROM chunks WHERE chunk_id = %(c)s AND scope = %(s)s) ON CONFLICT (chunk_id) DO UPDATE "
                "SET scope = excluded.scope, model = excluded.model, text_hash = excluded.text_hash, vector = excluded.vector")
@@ -165,7 +168,7 @@ def _hnsw(self:PgSearch, model:str, dims:int):
     self._sql(f'CREATE INDEX IF NOT EXISTS {name} ON embeddings USING hnsw ((vector::vector({int(dims)})) vector_cosine_ops) '
               f'WHERE model = {lit}')
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 15
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 19
 @patch
 def vector_counts(self:PgSearch)->dict:
     "model -> number of stored vectors"
@@ -178,11 +181,12 @@ def drop_orphan_vectors(self:PgSearch)->int:
         return self._sql('DELETE FROM embeddings e WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.chunk_id = e.chunk_id '
                          'AND c.scope = e.scope)').rowcount
 
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 20
 @patch
 def _vector_index(self:PgSearch, model:str):
     return PgvectorIndex(self, model) if self.pgvector else ArrayVectorIndex(self, model)
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 16
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 21
 class ArrayVectorIndex(VectorIndex):
     "`VectorIndex` over `real[]` vectors: the same in-memory exact search, loaded with PostgreSQL's SQL"
     def __init__(self, store, model:str): self.store, self.model, self.cache, self.key = store, model, _shared, (store.path, 'pg')
@@ -202,12 +206,13 @@ def _scope(self:ArrayVectorIndex, scope:str)->_ScopeVectors:
     with _shared_lock: self.cache[key] = sv
     return sv
 
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 22
 @patch
 def _scopes(self:ArrayVectorIndex, scopes:list|None)->list:
     if scopes is not None: return list(scopes)
     return [r[0] for r in self.store._sql('SELECT scope FROM vector_state').fetchall()]
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 17
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 23
 class PgvectorIndex:
     "Vector search in SQL with pgvector: cosine `<=>`, inside the scopes"
     def __init__(self, store, model:str): self.store, self.model = store, model
