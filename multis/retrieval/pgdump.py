@@ -70,5 +70,6 @@ def load_rows(self:PgDump, kind:str, rows:list)->int:
         rows = [(*r[:-1], self._vec_param(np.frombuffer(r[-1], dtype='<f4'))) for r in rows]
     with self._write():
         if kind == 'chunks': self._lock_fts()
-        self.conn.cursor().executemany(f"INSERT INTO {_TABLE[kind]}({', '.join(cols)}) VALUES ({', '.join(['%s']*len(cols))})", rows)
+        if kind == 'chunks': self._insert_columns('chunks', cols, rows)
+        else: self._values(f"INSERT INTO {_TABLE[kind]}({', '.join(cols)})", rows)
     return len(rows)

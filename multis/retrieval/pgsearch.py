@@ -6,7 +6,7 @@
 __all__ = ['MAX_POS', 'K1', 'B', 'row_terms', 'PgSearch', 'ArrayVectorIndex', 'PgvectorIndex']
 
 # %% ../../nbs/21c_retrieval.pgsearch.ipynb 2
-import json, sqlite3, threading
+import functools, json, sqlite3, threading
 from fastcore.basics import patch
 from ..core import MultisError
 from .contract import StoreError
@@ -43,15 +43,17 @@ _tok, MAX_POS = None, 255   # a tsvector keeps at most 256 positions per lexeme
 # %% ../../nbs/21c_retrieval.pgsearch.ipynb 6
 def _lexeme(t:str)->str: return "'" + t.replace('\\', '\\\\').replace("'", "''") + "'"
 
-def _tsvector(tf:dict)->str:
-    "A tsvector literal: each token with one position per occurrence, weighted A (name), B (content), C (path)"
-    parts = []
-    for t, (a, b, c) in sorted(tf.items()):
-        pos = ['%dA' % i for i in range(1, a+1)] + ['%dB' % i for i in range(a+1, a+b+1)] + ['%dC' % i for i in range(a+b+1, a+b+c+1)]
-        parts.append(_lexeme(t) + ':' + ','.join(pos[:MAX_POS]))
-    return ' '.join(parts)
+@functools.lru_cache(maxsize=4096)
+def _positions(a:int, b:int, c:int)->str:
+    "One position per occurrence: a in name (A), b in content (B), c in section path (C); at most 255"
+    pos = ['%dA' % i for i in range(1, a+1)] + ['%dB' % i for i in range(a+1, a+b+1)] + ['%dC' % i for i in range(a+b+1, a+b+c+1)]
+    return ','.join(pos[:MAX_POS])
 
 # %% ../../nbs/21c_retrieval.pgsearch.ipynb 7
+def _tsvector(tf:dict)->str:
+    "A tsvector literal of a chunk's tokens, weighted A (name), B (content), C (path)"
+    return ' '.join(f"{_lexeme(t)}:{_positions(*n)}" for t, n in tf.items())
+
 def row_terms(rows:list)->list:
     "(tsv, tf json, len_name, len_content, len_path) of each (name, content, section_path json) row"
     global _tok
@@ -65,16 +67,17 @@ def row_terms(rows:list)->list:
 # %% ../../nbs/21c_retrieval.pgsearch.ipynb 11
 K1, B = 1.2, 0.75
 
-_BM25 = """WITH st AS (SELECT nrows::float8 AS n, greatest(ntokens::float8 / greatest(nrows, 1), 1e-9) AS avgdl FROM fts_stats),
-q AS (SELECT w.t, CASE WHEN x > 0 THEN x ELSE 1e-6 END AS idf FROM unnest(%(terms)s::text[]) w(t)
+_BM25 = """WITH st AS MATERIALIZED (SELECT nrows::float8 AS n, greatest(ntokens::float8 / greatest(nrows, 1), 1e-9) AS avgdl
+      FROM fts_stats LIMIT 1),
+q AS MATERIALIZED (SELECT w.t, CASE WHEN x > 0 THEN x ELSE 1e-6 END AS idf FROM unnest(%(terms)s::text[]) w(t)
       LEFT JOIN fts_terms f ON f.term = w.t CROSS JOIN st,
       LATERAL (SELECT ln((st.n - coalesce(f.df, 0) + 0.5) / (coalesce(f.df, 0) + 0.5)) AS x) i),
-m AS (SELECT c.id, c.tf, c.len_name + c.len_content + c.len_path AS dl FROM chunks c
+m AS MATERIALIZED (SELECT c.id, c.tf || '{{}}'::jsonb AS tf, (c.len_name + c.len_content + c.len_path)::float8 AS dl FROM chunks c
       WHERE c.tsv @@ %(tsq)s::tsquery {where}),
-s AS (SELECT m.id, sum(q.idf * (f * {k1p}) / (f + {k1} * (1 - {b} + {b} * m.dl / st.avgdl))) AS bm25
-      FROM m CROSS JOIN st CROSS JOIN q CROSS JOIN LATERAL (SELECT m.tf -> q.t AS v) v
-      CROSS JOIN LATERAL (SELECT (v.v->>0)::float8 * %(wn)s + (v.v->>1)::float8 * %(wc)s + (v.v->>2)::float8 * %(wp)s AS f) ff
-      WHERE v.v IS NOT NULL GROUP BY m.id)""".replace('{k1p}', f'{K1 + 1}::float8').replace('{k1}', f'{K1}::float8').replace('{b}', f'{B}::float8')
+s AS (SELECT m.id, (SELECT sum(q.idf * (f * {k1p}) / (f + {k1} * (1 - {b} + {b} * m.dl / (SELECT avgdl FROM st))))
+        FROM q, LATERAL (SELECT m.tf -> q.t AS v) v,
+        LATERAL (SELECT (v.v->>0)::float8 * %(wn)s + (v.v->>1)::float8 * %(wc)s + (v.v->>2)::float8 * %(wp)s AS f) ff
+        WHERE v.v IS NOT NULL) AS bm25 FROM m)""".replace('{k1p}', f'{K1 + 1}::float8').replace('{k1}', f'{K1}::float8').replace('{b}', f'{B}::float8')
 
 def _tsquery(tokens:list)->str: return ' | '.join(_lexeme(t) for t in dict.fromkeys(tokens))
 

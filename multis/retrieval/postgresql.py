@@ -149,7 +149,7 @@ def _reconnect_quietly(self:PgStore):
 
 # %% ../../nbs/21b_retrieval.postgresql.ipynb 19
 @patch
-def _sql(self:PgStore, sql:str, params=(), dict_rows:bool=False):
+def _sql(self:PgStore, sql:str, params=(), dict_rows:bool=False, binary:bool=False):
     "Run one statement; a lost connection outside a transaction is retried, then one StoreError"
     import psycopg
     from psycopg.rows import dict_row
@@ -158,7 +158,7 @@ def _sql(self:PgStore, sql:str, params=(), dict_rows:bool=False):
         try:
             if self.conn is None: self.conn = self._getconn()
             cur = self.conn.cursor(row_factory=dict_row) if dict_rows else self.conn.cursor()
-            return cur.execute(sql, params or None)
+            return cur.execute(sql, params or None, binary=binary or None)
         except (psycopg.OperationalError, StoreError) as e:
             if isinstance(e, psycopg.OperationalError) and (not (self.conn.closed or self.conn.broken) or self._depth):
                 raise _pg_error(self.path, e, self._password) from None
@@ -222,8 +222,7 @@ def reopen(self:PgStore)->PgStore:
 # %% ../../nbs/21b_retrieval.postgresql.ipynb 26
 _FTS_COLS = ['tsv', 'tf', 'len_name', 'len_content', 'len_path']
 _ALL = _COLS + ['created_at', 'updated_at'] + _FTS_COLS
-_INSERT = (f"INSERT INTO chunks({','.join(_ALL)}) VALUES ({','.join(['%s']*len(_ALL))}) ON CONFLICT (chunk_id) DO UPDATE SET "
-           + ', '.join(f"{c}=excluded.{c}" for c in _COLS[1:] + ['updated_at'] + _FTS_COLS))
+_ON_CONFLICT = "ON CONFLICT (chunk_id) DO UPDATE SET " + ', '.join(f"{c}=excluded.{c}" for c in _COLS[1:] + ['updated_at'] + _FTS_COLS)
 
 def _full_rows(rows:list)->list:
     "Rows of `_rows` with their full-text columns"
@@ -233,12 +232,35 @@ def _full_rows(rows:list)->list:
 @patch
 def _lock_fts(self:PgStore): self._sql('SELECT pg_advisory_xact_lock(%s)', (FTS_LOCK,))
 
+_TYPES = dict(page_start='int', page_end='int', section_level='int', chunk_index='int', chunk_total='int', token_count='int',
+              len_name='int', len_content='int', len_path='int', activation='float8', access_count='int',
+              last_accessed='float8', tsv='tsvector', tf='jsonb')
+
 # %% ../../nbs/21b_retrieval.postgresql.ipynb 27
+@patch
+def _insert_columns(self:PgStore, table:str, cols:list, rows:list, tail:str=''):
+    "One INSERT of many rows as one array per column (`unnest`): a short statement, statement triggers fire once"
+    if not rows: return
+    sel = ', '.join(f"x{i}::{_TYPES.get(c, 'text')}" for i, c in enumerate(cols))
+    arrays = ', '.join(f"%s::text[]" for _ in cols)
+    cols_as = ', '.join(f'x{i}' for i in range(len(cols)))
+    self._sql(f"INSERT INTO {table}({', '.join(cols)}) SELECT {sel} FROM unnest({arrays}) AS u({cols_as}) {tail}",
+              [[None if r[i] is None else str(r[i]) for r in rows] for i in range(len(cols))], binary=True)
+
+@patch
+def _values(self:PgStore, head:str, rows:list, tail:str='', batch:int=500):
+    "Run `head VALUES (...), (...) tail` over `rows`, `batch` rows a statement (statement triggers fire once a batch)"
+    for i in range(0, len(rows), batch):
+        b = rows[i:i+batch]
+        one = '(' + ','.join(['%s'] * len(b[0])) + ')'
+        self._sql(f"{head} VALUES {','.join([one] * len(b))} {tail}", [v for r in b for v in r])
+
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 28
 @patch
 def _insert_rows(self:PgStore, rows:list):
     self._lock_fts()
     self._drop_stale_vectors(rows)
-    self.conn.cursor().executemany(_INSERT, _full_rows(rows))
+    self._insert_columns('chunks', _ALL, _full_rows(rows), _ON_CONFLICT)
 
 @patch
 def _drop_stale_vectors(self:PgStore, rows:list):
@@ -248,7 +270,7 @@ def _drop_stale_vectors(self:PgStore, rows:list):
     stale = [cid for cid, h in have if h != text_hash(vector_text(b[cid][5], b[cid][6]))]
     if stale: self._sql('DELETE FROM embeddings WHERE chunk_id = ANY(%s)', (stale,))
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 28
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 29
 @patch
 def save(self:PgStore, chunks:list, bulk:int=200)->int:
     "Insert or update chunks by `chunk_id`, all in one transaction"
@@ -262,7 +284,7 @@ def save(self:PgStore, chunks:list, bulk:int=200)->int:
 def _after_save(self:PgStore, chunk_ids:list):
     if self.embedder is not None and chunk_ids: embed_saved(self, chunk_ids)
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 29
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 30
 @patch
 def _chunk(self:PgStore, r): return chunk_from_row(r)
 
@@ -272,7 +294,7 @@ def get(self:PgStore, chunk_id:str):
     r = self._sql('SELECT * FROM chunks WHERE chunk_id=%s', (chunk_id,), dict_rows=True).fetchone()
     return chunk_from_row(r) if r else None
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 30
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 31
 @patch
 def file_chunks(self:PgStore, file_path:str)->list:
     "The chunks of one file, in the order they were saved"
@@ -291,7 +313,7 @@ def delete_file(self:PgStore, file_path:str)->int:
         self._sql('DELETE FROM files WHERE file_path=%s', (fp,))
     return n
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 31
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 32
 @patch
 def file_state(self:PgStore, file_path:str)->dict|None:
     "What was recorded when this file was last indexed, or None"
@@ -303,7 +325,7 @@ def replace_file(self:PgStore, file_path:str, chunks:list, state:dict):
     "Replace a file's chunks and record its state, in one transaction"
     self.replace_files([(file_path, chunks, state)])
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 32
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 33
 @patch
 def replace_files(self:PgStore, files:list, bulk:int=200)->int:
     "Replace several files' chunks and record their states, all in one transaction"
@@ -317,15 +339,15 @@ def replace_files(self:PgStore, files:list, bulk:int=200)->int:
                       'AND NOT chunk_id = ANY(%s)', (paths, keep))
         self._sql('DELETE FROM chunks WHERE file_path = ANY(%s)', (paths,))
         if rows: self._insert_rows(rows)
-        self.conn.cursor().executemany('INSERT INTO files VALUES (%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (file_path) DO UPDATE '
-            'SET size=excluded.size, mtime=excluded.mtime, sha256=excluded.sha256, scope=excluded.scope, '
-            'document_type=excluded.document_type, chunks=excluded.chunks, indexed_at=excluded.indexed_at',
-            [(fp, st.get('size'), st.get('mtime'), st.get('sha256'), st.get('scope', 'kb'), st.get('document_type'),
-              len(rs), now) for fp, rs, st in items])
+        states = {fp: (fp, st.get('size'), st.get('mtime'), st.get('sha256'), st.get('scope', 'kb'), st.get('document_type'),
+                       len(rs), now) for fp, rs, st in items}
+        self._values('INSERT INTO files', list(states.values()), 'ON CONFLICT (file_path) DO UPDATE SET size=excluded.size, '
+                     'mtime=excluded.mtime, sha256=excluded.sha256, scope=excluded.scope, '
+                     'document_type=excluded.document_type, chunks=excluded.chunks, indexed_at=excluded.indexed_at')
     self._after_save(keep)
     return len(rows)
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 33
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 34
 @patch
 def stats(self:PgStore)->dict:
     "Counts: files, chunks, chunks per document type and per scope"
@@ -343,7 +365,7 @@ def files(self:PgStore, scopes:list|None=None)->list:
     return [dict(r) for r in self._sql(sql + ' GROUP BY file_path, document_type, scope ORDER BY file_path', args,
                                        dict_rows=True).fetchall()]
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 35
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 36
 _ACT_SQL = """SELECT chunk_id, ln(1 + sum(power(greatest(%s - accessed_at, 1.0), -%s))) FROM (
   SELECT chunk_id, accessed_at, row_number() OVER (PARTITION BY chunk_id ORDER BY accessed_at DESC) AS n
   FROM access_history WHERE chunk_id = ANY(%s)) h WHERE n <= %s GROUP BY chunk_id"""
@@ -362,12 +384,13 @@ def record_access(self:PgStore, chunk_ids:list, query:str='', now:float|None=Non
     now, ids = time.time() if now is None else now, list(dict.fromkeys(chunk_ids))
     if not ids: return
     with self._write():
-        self.conn.cursor().executemany('INSERT INTO access_history VALUES (%s, %s, %s)', [(i, now, query[:500]) for i in ids])
+        self._values('INSERT INTO access_history', [(i, float(now), query[:500]) for i in ids])
         acts = self.activations(ids, now=now, decay=decay)
-        self.conn.cursor().executemany('UPDATE chunks SET access_count=access_count+1, last_accessed=%s, activation=%s '
-                                       'WHERE chunk_id=%s', [(now, acts.get(i, 0.0), i) for i in ids])
+        self._sql('UPDATE chunks c SET access_count = c.access_count + 1, last_accessed = %s, activation = u.a '
+                  'FROM unnest(%s::text[], %s::float8[]) u(id, a) WHERE c.chunk_id = u.id',
+                  (float(now), ids, [float(acts.get(i, 0.0)) for i in ids]))
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 37
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 38
 _FACT_UPSERT = ("INSERT INTO facts VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT(chat_id, topic, kind, rank) DO UPDATE "
                 "SET value=excluded.value, updated_at=excluded.updated_at, source=excluded.source "
                 "WHERE excluded.updated_at >= facts.updated_at")
@@ -383,7 +406,7 @@ def save_facts(self:PgStore, rows:list)->int:
     "Insert or update facts by (chat_id, topic, kind, rank), in one transaction (the caller's if one is open)"
     with self._write(): return sum(self._sql(_FACT_UPSERT, tuple(r)).rowcount for r in rows)
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 38
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 39
 @patch
 def fact_rows(self:PgStore, chat_id, topic:str|None=None, kind:str|None=None, rank:int|None=None)->list:
     "One chat's facts, optionally of one topic, kind and rank"
@@ -398,7 +421,7 @@ def delete_facts(self:PgStore, chat_id, topic:str|None=None, kind:str|None=None,
     if until is not None: where, args = where + ' AND updated_at<=%s', args + [until]
     with self._write(): return self._sql(f'DELETE FROM facts WHERE {where}', args).rowcount
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 39
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 40
 _CONV_AGE = ("coalesce((metadata::jsonb->>'captured_at')::float8, (metadata::jsonb->>'ts')::float8, "
              "extract(epoch FROM created_at::timestamptz)::float8)")
 
