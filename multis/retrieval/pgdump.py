@@ -36,7 +36,7 @@ def _kind(kind:str)->str:
 class PgDump:
     "dump_rows and load_rows of the PostgreSQL store (mixed into `PgStore`)"
 
-# %% ../../nbs/21d_retrieval.pgdump.ipynb 6
+# %% ../../nbs/21d_retrieval.pgdump.ipynb 7
 @patch
 def dump_rows(self:PgDump, kind:str, batch:int=1000):
     "Every stored row of one kind, in batches of tuples in DUMP_COLUMNS[kind] order (a stable order)"
@@ -52,7 +52,7 @@ def dump_rows(self:PgDump, kind:str, batch:int=1000):
             while rows := cur.fetchmany(batch):
                 yield [(*r[:-1], np.asarray(r[-1], '<f4').tobytes()) for r in rows] if np else [tuple(r) for r in rows]
 
-# %% ../../nbs/21d_retrieval.pgdump.ipynb 7
+# %% ../../nbs/21d_retrieval.pgdump.ipynb 9
 @patch
 def load_rows(self:PgDump, kind:str, rows:list)->int:
     "Insert rows of one kind (tuples in DUMP_COLUMNS[kind] order) as they are; returns rows written"

@@ -116,7 +116,7 @@ MIGRATIONS = {1: _migration_1}
 log = logging.getLogger(__name__)
 SCHEMA_LOCK = 0x6d756c7473   # advisory lock held while the schema is brought up to date
 
-# %% ../../nbs/21e_retrieval.pgschema.ipynb 13
+# %% ../../nbs/21e_retrieval.pgschema.ipynb 14
 @patch
 def _want_pgvector(self:PgSchema)->bool:
     "Whether vectors go in pgvector columns: the extension can be created here and `multis_vectors` is not 'array'"
@@ -128,7 +128,7 @@ def _want_pgvector(self:PgSchema)->bool:
     except StoreError as e:
         log.warning("%s: pgvector not usable, vectors kept as real[] (%s)", self.path, e); return False
 
-# %% ../../nbs/21e_retrieval.pgschema.ipynb 14
+# %% ../../nbs/21e_retrieval.pgschema.ipynb 16
 @patch
 def schema_version(self:PgSchema)->int:
     "The schema version of the stored data"

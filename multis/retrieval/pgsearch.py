@@ -40,7 +40,7 @@ class _ColumnTokenizer:
 
 _tok, MAX_POS = None, 255   # a tsvector keeps at most 256 positions per lexeme
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 6
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 7
 def _lexeme(t:str)->str: return "'" + t.replace('\\', '\\\\').replace("'", "''") + "'"
 
 @functools.lru_cache(maxsize=4096)
@@ -49,7 +49,7 @@ def _positions(a:int, b:int, c:int)->str:
     pos = ['%dA' % i for i in range(1, a+1)] + ['%dB' % i for i in range(a+1, a+b+1)] + ['%dC' % i for i in range(a+b+1, a+b+c+1)]
     return ','.join(pos[:MAX_POS])
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 7
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 9
 def _tsvector(tf:dict)->str:
     "A tsvector literal of a chunk's tokens, weighted A (name), B (content), C (path)"
     return ' '.join(f"{_lexeme(t)}:{_positions(*n)}" for t, n in tf.items())
@@ -64,7 +64,7 @@ def row_terms(rows:list)->list:
             out.append((_tsvector(tf), json.dumps(tf, ensure_ascii=False, separators=(',', ':')), *lens))
     return out
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 11
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 13
 K1, B = 1.2, 0.75
 
 _BM25 = """WITH st AS MATERIALIZED (SELECT nrows::float8 AS n, greatest(ntokens::float8 / greatest(nrows, 1), 1e-9) AS avgdl
@@ -86,7 +86,7 @@ def _tokens(terms:list)->list:
     toks = fts_tokens(terms)
     return [t for w in terms for t in toks[w]]
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 12
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 15
 class PgSearch:
     "Full-text, BM25 and vector search of the PostgreSQL store (mixed into `PgStore`)"
 
@@ -97,7 +97,7 @@ def doc_freqs(self:PgSearch, tokens:list)->tuple:
     have = dict(self._sql('SELECT term, df FROM fts_terms WHERE term = ANY(%s)', (list(dict.fromkeys(tokens)),)).fetchall())
     return n, {t: have.get(t, 0) for t in tokens}
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 13
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 16
 @patch
 def _bm25_args(self:PgSearch, terms:list, bm25_weights)->dict|None:
     toks = _tokens(terms)
@@ -105,7 +105,7 @@ def _bm25_args(self:PgSearch, terms:list, bm25_weights)->dict|None:
     wn, wc, wp = map(float, bm25_weights)
     return dict(terms=toks, tsq=_tsquery(toks), wn=wn, wc=wc, wp=wp)
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 14
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 18
 @patch
 def _bm25_top(self:PgSearch, terms:list, n:int, scopes:list|None, bm25_weights)->list:
     "The `n` best rows for the OR of `terms` inside `scopes`, with their (positive) BM25"
@@ -129,7 +129,7 @@ def _rows_with_bm25(self:PgSearch, chunk_ids:list, scopes:list|None, terms:list,
                         {**args, 'ids': [r['id'] for r in rows]}).fetchall())
     return [(r, bm.get(r['id'], 0.0)) for r in rows]
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 16
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 20
 def _vec_text(v)->str: return '[' + ','.join(map(repr, _numpy().asarray(v, dtype='<f4').tolist())) + ']'
 
 @patch
@@ -137,7 +137,7 @@ def _vec_param(self:PgSearch, v):
     "A vector as the `embeddings.vector` column takes it"
     return _vec_text(v) if self.pgvector else _numpy().asarray(v, dtype='<f4').tolist()
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 17
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 22
 @patch
 def pending_vectors(self:PgSearch, model:str, chunk_ids:list|None=None)->list:
     "Chunks with no vector from `model`: (chunk_id, scope, name, content) rows"
@@ -146,7 +146,7 @@ def pending_vectors(self:PgSearch, model:str, chunk_ids:list|None=None)->list:
     if chunk_ids is None: return self._sql(sql + ' ORDER BY c.id', (model,)).fetchall()
     return self._sql(sql + ' AND c.chunk_id = ANY(%s) ORDER BY c.id', (model, list(chunk_ids))).fetchall()
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 18
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 24
 _VEC_UPSERT = ("INSERT INTO embeddings(chunk_id, scope, model, text_hash, vector) SELECT %(c)s, %(s)s, %(m)s, %(h)s, %(v)s "
                "WHERE EXISTS (SELECT 1 FROM chunks WHERE chunk_id = %(c)s AND scope = %(s)s) ON CONFLICT (chunk_id) DO UPDATE "
                "SET scope = excluded.scope, model = excluded.model, text_hash = excluded.text_hash, vector = excluded.vector")
@@ -171,7 +171,7 @@ def _hnsw(self:PgSearch, model:str, dims:int):
     self._sql(f'CREATE INDEX IF NOT EXISTS {name} ON embeddings USING hnsw ((vector::vector({int(dims)})) vector_cosine_ops) '
               f'WHERE model = {lit}')
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 19
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 26
 @patch
 def vector_counts(self:PgSearch)->dict:
     "model -> number of stored vectors"
@@ -184,12 +184,12 @@ def drop_orphan_vectors(self:PgSearch)->int:
         return self._sql('DELETE FROM embeddings e WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.chunk_id = e.chunk_id '
                          'AND c.scope = e.scope)').rowcount
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 20
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 27
 @patch
 def _vector_index(self:PgSearch, model:str):
     return PgvectorIndex(self, model) if self.pgvector else ArrayVectorIndex(self, model)
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 21
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 29
 class ArrayVectorIndex(VectorIndex):
     "`VectorIndex` over `real[]` vectors: the same in-memory exact search, loaded with PostgreSQL's SQL"
     def __init__(self, store, model:str): self.store, self.model, self.cache, self.key = store, model, _shared, (store.path, 'pg')
@@ -209,13 +209,13 @@ def _scope(self:ArrayVectorIndex, scope:str)->_ScopeVectors:
     with _shared_lock: self.cache[key] = sv
     return sv
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 22
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 30
 @patch
 def _scopes(self:ArrayVectorIndex, scopes:list|None)->list:
     if scopes is not None: return list(scopes)
     return [r[0] for r in self.store._sql('SELECT scope FROM vector_state').fetchall()]
 
-# %% ../../nbs/21c_retrieval.pgsearch.ipynb 23
+# %% ../../nbs/21c_retrieval.pgsearch.ipynb 32
 class PgvectorIndex:
     "Vector search in SQL with pgvector: cosine `<=>`, inside the scopes"
     def __init__(self, store, model:str): self.store, self.model = store, model

@@ -60,7 +60,7 @@ def _configure(conn):
     "Each new connection: no JIT (compiling the BM25 query costs more than running it)"
     conn.execute('SET jit = off')
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 9
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 10
 def _pool(conninfo:str, path:str, timeout:float, password=None):
     "The process's pool for this conninfo (made on first use, after one test connection)"
     import psycopg
@@ -74,14 +74,14 @@ def _pool(conninfo:str, path:str, timeout:float, password=None):
         _pools[conninfo] = p
         return p
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 11
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 12
 def close_pools():
     "Close every pool of this process (tests call it before stopping their server)"
     with _pools_lock:
         for p in _pools.values(): p.close(timeout=1)
         _pools.clear()
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 14
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 15
 def create_database(admin_url:str, name:str):
     "Create an empty database `name` (dropping one of that name) on the server `admin_url` names"
     import psycopg
@@ -96,7 +96,7 @@ def pgvector_available(url:str)->bool:
     with psycopg.connect(_split_url(url)[0]) as c:
         return c.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone() is not None
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 16
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 17
 @register_store('postgresql')
 class PgStore(PgSchema, PgSearch, PgDump, RankedSearch):
     "The PostgreSQL store: the same tables and contract as the SQLite `Store` (see `StoreContract`)"
@@ -114,7 +114,7 @@ class PgStore(PgSchema, PgSearch, PgDump, RankedSearch):
     def __exit__(self, *args): self.close()
     def __repr__(self): return f"PgStore({self.path!r})"
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 17
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 19
 RETRIES = 3
 
 @patch
@@ -130,7 +130,7 @@ def close(self:PgStore):
     c, self.conn, self._closed = self.__dict__.get('conn'), None, True
     if c is not None: self._pool.putconn(c)
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 18
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 21
 @patch
 def _reconnect(self:PgStore):
     "Drop a lost connection and take a fresh one from the pool"
@@ -147,7 +147,7 @@ def _reconnect_quietly(self:PgStore):
     try: self._reconnect()
     except StoreError: self.conn = None
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 19
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 23
 @patch
 def _sql(self:PgStore, sql:str, params=(), dict_rows:bool=False, binary:bool=False):
     "Run one statement; a lost connection outside a transaction is retried, then one StoreError"
@@ -169,7 +169,7 @@ def _sql(self:PgStore, sql:str, params=(), dict_rows:bool=False, binary:bool=Fal
             if self.conn is not None: self._reconnect_quietly()
         except psycopg.Error as e: raise _pg_error(self.path, e, self._password) from None
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 21
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 25
 @patch
 @contextmanager
 def transaction(self:PgStore):
@@ -198,7 +198,7 @@ def transaction(self:PgStore):
 @patch(as_prop=True)
 def in_transaction(self:PgStore)->bool: return self._depth > 0
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 22
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 27
 @patch
 @contextmanager
 def _write(self:PgStore):
@@ -206,7 +206,7 @@ def _write(self:PgStore):
     if self.in_transaction: yield self; return
     with self.transaction(): yield self
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 24
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 29
 @patch(cls_method=True)
 def from_url(cls:PgStore, url, timeout:float=5.0)->PgStore:
     "Open the PostgreSQL store a `postgresql://` URL names"
@@ -219,7 +219,7 @@ def reopen(self:PgStore)->PgStore:
     st.embedder, st.vector_weight, st.memory_vector_weight = self.embedder, self.vector_weight, self.memory_vector_weight
     return st
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 26
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 31
 _FTS_COLS = ['tsv', 'tf', 'len_name', 'len_content', 'len_path']
 _ALL = _COLS + ['created_at', 'updated_at'] + _FTS_COLS
 _ON_CONFLICT = "ON CONFLICT (chunk_id) DO UPDATE SET " + ', '.join(f"{c}=excluded.{c}" for c in _COLS[1:] + ['updated_at'] + _FTS_COLS)
@@ -236,7 +236,7 @@ _TYPES = dict(page_start='int', page_end='int', section_level='int', chunk_index
               len_name='int', len_content='int', len_path='int', activation='float8', access_count='int',
               last_accessed='float8', tsv='tsvector', tf='jsonb')
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 27
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 33
 @patch
 def _insert_columns(self:PgStore, table:str, cols:list, rows:list, tail:str=''):
     "One INSERT of many rows as one array per column (`unnest`): a short statement, statement triggers fire once"
@@ -255,7 +255,7 @@ def _values(self:PgStore, head:str, rows:list, tail:str='', batch:int=500):
         one = '(' + ','.join(['%s'] * len(b[0])) + ')'
         self._sql(f"{head} VALUES {','.join([one] * len(b))} {tail}", [v for r in b for v in r])
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 28
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 35
 @patch
 def _insert_rows(self:PgStore, rows:list):
     self._lock_fts()
@@ -270,7 +270,7 @@ def _drop_stale_vectors(self:PgStore, rows:list):
     stale = [cid for cid, h in have if h != text_hash(vector_text(b[cid][5], b[cid][6]))]
     if stale: self._sql('DELETE FROM embeddings WHERE chunk_id = ANY(%s)', (stale,))
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 29
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 37
 @patch
 def save(self:PgStore, chunks:list, bulk:int=200)->int:
     "Insert or update chunks by `chunk_id`, all in one transaction"
@@ -284,7 +284,7 @@ def save(self:PgStore, chunks:list, bulk:int=200)->int:
 def _after_save(self:PgStore, chunk_ids:list):
     if self.embedder is not None and chunk_ids: embed_saved(self, chunk_ids)
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 30
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 39
 @patch
 def _chunk(self:PgStore, r): return chunk_from_row(r)
 
@@ -294,7 +294,7 @@ def get(self:PgStore, chunk_id:str):
     r = self._sql('SELECT * FROM chunks WHERE chunk_id=%s', (chunk_id,), dict_rows=True).fetchone()
     return chunk_from_row(r) if r else None
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 31
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 41
 @patch
 def file_chunks(self:PgStore, file_path:str)->list:
     "The chunks of one file, in the order they were saved"
@@ -313,7 +313,7 @@ def delete_file(self:PgStore, file_path:str)->int:
         self._sql('DELETE FROM files WHERE file_path=%s', (fp,))
     return n
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 32
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 43
 @patch
 def file_state(self:PgStore, file_path:str)->dict|None:
     "What was recorded when this file was last indexed, or None"
@@ -325,7 +325,7 @@ def replace_file(self:PgStore, file_path:str, chunks:list, state:dict):
     "Replace a file's chunks and record its state, in one transaction"
     self.replace_files([(file_path, chunks, state)])
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 33
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 45
 @patch
 def replace_files(self:PgStore, files:list, bulk:int=200)->int:
     "Replace several files' chunks and record their states, all in one transaction"
@@ -347,7 +347,7 @@ def replace_files(self:PgStore, files:list, bulk:int=200)->int:
     self._after_save(keep)
     return len(rows)
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 34
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 47
 @patch
 def stats(self:PgStore)->dict:
     "Counts: files, chunks, chunks per document type and per scope"
@@ -365,7 +365,7 @@ def files(self:PgStore, scopes:list|None=None)->list:
     return [dict(r) for r in self._sql(sql + ' GROUP BY file_path, document_type, scope ORDER BY file_path', args,
                                        dict_rows=True).fetchall()]
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 36
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 49
 _ACT_SQL = """SELECT chunk_id, ln(1 + sum(power(greatest(%s - accessed_at, 1.0), -%s))) FROM (
   SELECT chunk_id, accessed_at, row_number() OVER (PARTITION BY chunk_id ORDER BY accessed_at DESC) AS n
   FROM access_history WHERE chunk_id = ANY(%s)) h WHERE n <= %s GROUP BY chunk_id"""
@@ -390,7 +390,7 @@ def record_access(self:PgStore, chunk_ids:list, query:str='', now:float|None=Non
                   'FROM unnest(%s::text[], %s::float8[]) u(id, a) WHERE c.chunk_id = u.id',
                   (float(now), ids, [float(acts.get(i, 0.0)) for i in ids]))
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 38
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 51
 _FACT_UPSERT = ("INSERT INTO facts VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT(chat_id, topic, kind, rank) DO UPDATE "
                 "SET value=excluded.value, updated_at=excluded.updated_at, source=excluded.source "
                 "WHERE excluded.updated_at >= facts.updated_at")
@@ -406,7 +406,7 @@ def save_facts(self:PgStore, rows:list)->int:
     "Insert or update facts by (chat_id, topic, kind, rank), in one transaction (the caller's if one is open)"
     with self._write(): return sum(self._sql(_FACT_UPSERT, tuple(r)).rowcount for r in rows)
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 39
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 53
 @patch
 def fact_rows(self:PgStore, chat_id, topic:str|None=None, kind:str|None=None, rank:int|None=None)->list:
     "One chat's facts, optionally of one topic, kind and rank"
@@ -421,7 +421,7 @@ def delete_facts(self:PgStore, chat_id, topic:str|None=None, kind:str|None=None,
     if until is not None: where, args = where + ' AND updated_at<=%s', args + [until]
     with self._write(): return self._sql(f'DELETE FROM facts WHERE {where}', args).rowcount
 
-# %% ../../nbs/21b_retrieval.postgresql.ipynb 40
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 55
 _CONV_AGE = ("coalesce((metadata::jsonb->>'captured_at')::float8, (metadata::jsonb->>'ts')::float8, "
              "extract(epoch FROM created_at::timestamptz)::float8)")
 

@@ -20,7 +20,7 @@ def _debian_bin()->str|None:
     found = sorted(glob.glob('/usr/lib/postgresql/*/bin/initdb'), key=lambda p: int(p.split('/')[4]) if p.split('/')[4].isdigit() else 0)
     return str(Path(found[-1]).parent) if found else None
 
-# %% ../../nbs/98_testing.postgres.ipynb 6
+# %% ../../nbs/98_testing.postgres.ipynb 7
 def _run_as()->list:
     "The prefix that runs a command as a non-root user when we are root"
     if os.geteuid() != 0: return []
@@ -30,7 +30,7 @@ def _run_as()->list:
         except KeyError: pass
     return []
 
-# %% ../../nbs/98_testing.postgres.ipynb 7
+# %% ../../nbs/98_testing.postgres.ipynb 9
 class TempPostgres:
     "A PostgreSQL server in a temporary folder, stopped by `stop` (or at exit)"
     def __init__(self): self.dir, self.port, self.kind, self.why, self._srv = None, None, None, '', None
@@ -52,7 +52,7 @@ class TempPostgres:
         if self.kind == 'pgserver': return f'postgresql://postgres@/{db}?host={self.dir}/pg'
         return f'postgresql://multis:{password}@127.0.0.1:{self.port}/{db}'
 
-# %% ../../nbs/98_testing.postgres.ipynb 8
+# %% ../../nbs/98_testing.postgres.ipynb 10
 def _start_debian(self:TempPostgres):
     bin = _debian_bin()
     if bin is None: raise RuntimeError('Debian server binaries not found (apt-get install postgresql)')
@@ -70,7 +70,7 @@ def _start_debian(self:TempPostgres):
     self._stop_cmd = pre + [f'{bin}/pg_ctl', '-D', data, '-m', 'fast', '-w', 'stop']
 TempPostgres._start_debian = _start_debian
 
-# %% ../../nbs/98_testing.postgres.ipynb 9
+# %% ../../nbs/98_testing.postgres.ipynb 11
 def _start_pgserver(self:TempPostgres):
     import pgserver
     self.dir = tempfile.mkdtemp(prefix='multis-pg-')
@@ -83,7 +83,7 @@ def _cleanup(self:TempPostgres):
     self.dir = None
 TempPostgres._cleanup = _cleanup
 
-# %% ../../nbs/98_testing.postgres.ipynb 10
+# %% ../../nbs/98_testing.postgres.ipynb 13
 def stop(self:TempPostgres):
     "Stop the server and remove its folder"
     if self.kind is None: return
@@ -93,7 +93,7 @@ def stop(self:TempPostgres):
     self._cleanup()
 TempPostgres.stop = stop
 
-# %% ../../nbs/98_testing.postgres.ipynb 11
+# %% ../../nbs/98_testing.postgres.ipynb 15
 def new_database(self:TempPostgres, name:str)->str:
     "Create an empty database (dropping one of that name) and return its URL"
     from multis.retrieval.postgresql import create_database
