@@ -69,11 +69,17 @@ _DBS = iter(range(1, 10**6))
 def with_option(url:str, opt:str)->str: return url + ('&' if '?' in url else '?') + opt
 
 @pytest.fixture
-def pg_url(pg_server):
-    "The URL of a fresh, empty PostgreSQL database (vectors as real[], scored in memory)"
-    return with_option(pg_server.new_database(f'multis_t{next(_DBS)}'), 'multis_vectors=array')
+def pg_new(pg_server):
+    "A function giving the URL of a new, empty PostgreSQL database each call (vectors as real[], scored in memory)"
+    return lambda: with_option(pg_server.new_database(f'multis_t{next(_DBS)}'), 'multis_vectors=array')
 
 @pytest.fixture
-def pgvector_url(pgvector_server):
-    "The URL of a fresh, empty PostgreSQL database with pgvector"
-    return pgvector_server.new_database(f'multis_v{next(_DBS)}')
+def pgvector_new(pgvector_server):
+    "A function giving the URL of a new, empty PostgreSQL database with pgvector each call"
+    return lambda: pgvector_server.new_database(f'multis_v{next(_DBS)}')
+
+@pytest.fixture
+def pg_url(pg_new): return pg_new()
+
+@pytest.fixture
+def pgvector_url(pgvector_new): return pgvector_new()

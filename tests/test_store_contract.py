@@ -11,8 +11,8 @@ from multis.retrieval.vectors import embed_pending, text_hash, vector_text
 # PostgreSQL runs twice: vectors in real[] scored in memory, and in pgvector (its fixtures are in conftest.py; they
 # skip, saying why, when no PostgreSQL server or no pgvector can run here).
 BACKENDS = {'sqlite': lambda tmp, req: f"sqlite:///{tmp}/multis.db",
-            'postgresql': lambda tmp, req: req.getfixturevalue('pg_url'),
-            'postgresql-pgvector': lambda tmp, req: req.getfixturevalue('pgvector_url')}
+            'postgresql': lambda tmp, req: req.getfixturevalue('pg_new')(),
+            'postgresql-pgvector': lambda tmp, req: req.getfixturevalue('pgvector_new')()}
 
 @pytest.fixture(params=sorted(BACKENDS))
 def url(request, tmp_path): return BACKENDS[request.param](tmp_path, request)
@@ -198,7 +198,7 @@ def test_conversation_chunks(store):
 @pytest.fixture
 def empty(request, tmp_path):
     "A second fresh store of the backend `url` runs on"
-    with open_store(BACKENDS[request.node.callspec.params['url']](tmp_path/'second')) as st: yield st
+    with open_store(BACKENDS[request.node.callspec.params['url']](tmp_path/'second', request)) as st: yield st
 
 def _fill(store):
     "Something of every kind: files, chunks in three scopes, accesses, vectors, facts"

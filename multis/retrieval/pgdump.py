@@ -40,7 +40,11 @@ class PgDump:
 @patch
 def dump_rows(self:PgDump, kind:str, batch:int=1000):
     "Every stored row of one kind, in batches of tuples in DUMP_COLUMNS[kind] order (a stable order)"
-    cols = list(DUMP_COLUMNS[_kind(kind)])
+    return self._dump(_kind(kind), batch)      # an unknown kind fails at the call, not at the first batch
+
+@patch
+def _dump(self:PgDump, kind:str, batch:int):
+    cols = list(DUMP_COLUMNS[kind])
     if kind == 'vectors': cols[-1] = 'vector::real[]'
     sql = f"SELECT {', '.join(cols)} FROM {_TABLE[kind]} ORDER BY {_ORDER[kind]}"
     np = _numpy() if kind == 'vectors' else None
