@@ -37,6 +37,15 @@ class PgDump:
     "dump_rows and load_rows of the PostgreSQL store (mixed into `PgStore`)"
 
 # %% ../../nbs/21d_retrieval.pgdump.ipynb 7
+def _batches(conn, kind:str, sql:str, batch:int, np):
+    "The rows of `sql` through a server-side cursor on `conn`, in batches, vectors as float32 bytes"
+    with conn.cursor(name=f'multis_dump_{kind}') as cur:
+        cur.itersize = batch
+        cur.execute(sql)
+        while rows := cur.fetchmany(batch):
+            yield [(*r[:-1], np.asarray(r[-1], '<f4').tobytes()) for r in rows] if np else [tuple(r) for r in rows]
+
+# %% ../../nbs/21d_retrieval.pgdump.ipynb 9
 @patch
 def dump_rows(self:PgDump, kind:str, batch:int=1000):
     "Every stored row of one kind, in batches of tuples in DUMP_COLUMNS[kind] order (a stable order)"
@@ -48,15 +57,13 @@ def _dump(self:PgDump, kind:str, batch:int):
     if kind == 'vectors': cols[-1] = 'vector::real[]'
     sql = f"SELECT {', '.join(cols)} FROM {_TABLE[kind]} ORDER BY {_ORDER[kind]}"
     np = _numpy() if kind == 'vectors' else None
+    if self.in_transaction:             # inside this store's open transaction: its own rows, as SQLite would show them
+        yield from _batches(self.conn, kind, sql, batch, np); return
     with self._pool.connection() as conn, conn.transaction():
         conn.execute('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY')
-        with conn.cursor(name=f'multis_dump_{kind}') as cur:
-            cur.itersize = batch
-            cur.execute(sql)
-            while rows := cur.fetchmany(batch):
-                yield [(*r[:-1], np.asarray(r[-1], '<f4').tobytes()) for r in rows] if np else [tuple(r) for r in rows]
+        yield from _batches(conn, kind, sql, batch, np)
 
-# %% ../../nbs/21d_retrieval.pgdump.ipynb 9
+# %% ../../nbs/21d_retrieval.pgdump.ipynb 11
 @patch
 def load_rows(self:PgDump, kind:str, rows:list)->int:
     "Insert rows of one kind (tuples in DUMP_COLUMNS[kind] order) as they are; returns rows written"
