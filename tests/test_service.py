@@ -600,10 +600,17 @@ def _children(pid:int)->list:
             if int(st.rsplit(')', 1)[1].split()[1]) == pid: out.append(int(d.name))
     return out
 
-def test_serve_with_workers_loses_no_write(tmp_path):
+@pytest.fixture(params=['sqlite', 'postgresql'])
+def workers_store(request, tmp_path):
+    "The URL of an empty store of each backend (PostgreSQL: a new database on the session's throwaway server)"
+    return f"sqlite:///{tmp_path/'home'/'multis.db'}" if request.param == 'sqlite' else request.getfixturevalue('pg_new')()
+
+def test_serve_with_workers_loses_no_write(tmp_path, workers_store):
     "2 workers, 8 clients mixing searches and chat-message writes: no error, every message logged and indexed once"
+    from multis.retrieval.store import open_store
     home = tmp_path/'home'; home.mkdir(); (tmp_path/'n.md').write_text('# Ferry\nThe ferry leaves at nine.\n')
-    with Store(home/'multis.db') as st: index_file(st, tmp_path/'n.md', 'kb')
+    (home/'config.json').write_text(json.dumps({'store': {'url': workers_store}}))
+    with open_store(workers_store) as st: index_file(st, tmp_path/'n.md', 'kb')
     with socket.socket() as s: s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]
     env = {**os.environ, 'MULTIS_HOME': str(home)}
     out = open(tmp_path/'serve.log', 'w+')
@@ -638,7 +645,7 @@ def test_serve_with_workers_loses_no_write(tmp_path):
     for i in range(8):
         logged = ''.join(f.read_text() for f in ChatMemory(f'chat{i}', home=home).log_dir.glob('*.md'))
         assert all(logged.count(f'quokka{i}x{k}z') == 1 for k in range(25)), i
-    with Store(home/'multis.db') as st:
+    with open_store(workers_store) as st:
         for i in range(8):
             assert len(st.search(' OR '.join(f'quokka{i}x{k}z' for k in range(25)), limit=100, scopes=[f'user:chat{i}'])) == 25
 
