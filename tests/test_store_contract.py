@@ -288,3 +288,13 @@ def test_a_non_owner_never_sees_admin_or_another_chat(store):
             q = ' '.join(rng.choices(WORDS, k=rng.randint(1, 3)))
             got = {h.scope for h in store.search(q, limit=50, scopes=own, now=1000.0, record=True)}
             assert 'admin' not in got and not (got - set(own)), (user, q, got)
+
+@covers('exclusive')
+def test_exclusive_is_one_holder_across_connections(store):
+    "A store-wide lock: one connection (process, machine) holds it; the others are told at once, and may take it after"
+    with store.reopen() as other:
+        with store.exclusive('watch:/docs') as mine:
+            with other.exclusive('watch:/docs') as theirs, other.exclusive('watch:/notes') as elsewhere:
+                assert (mine, theirs, elsewhere) == (True, False, True)
+        with other.exclusive('watch:/docs') as theirs: assert theirs is True
+        with store.exclusive('watch:/docs') as mine, store.exclusive('watch:/docs') as again: assert (mine, again) == (True, False) or store.path == ':memory:'

@@ -143,3 +143,18 @@ def test_path_check_refuses_links_into_denied_folders(setup, tmp_path):
         assert until(lambda: sum('later.md: denied' in e for _, e in wt.errors) >= 1)
         assert paths(st) == ['a.md', 'b.md'] and st.search('ocelot') == [] and st.search('quokka') == []
     assert (w/'b.md') in seen and all(p == p.resolve() for p in seen)
+
+@pytest.mark.parametrize('backend', ['sqlite', 'postgresql'])
+def test_a_folder_is_indexed_by_one_worker_at_a_time(setup, request, backend):
+    "Two watchers (two services, or two machines) on one store: whoever holds the folder's lock indexes it; the other skips"
+    from multis.retrieval.store import open_store
+    w, cfg, st, db = setup
+    url = f"sqlite:///{db}" if backend == 'sqlite' else request.getfixturevalue('pg_new')()
+    with open_store(url) as holder, holder.exclusive(f"watch:{w}") as held:
+        assert held
+        with Watcher(url, cfg, debounce=DEBOUNCE) as wt:
+            assert wt.ready.wait(10)
+            assert list(wt.done) == [(str(w), 'skipped')] and holder.files() == []   # the other worker holds the folder
+    with Watcher(url, cfg, debounce=DEBOUNCE) as wt:                             # the lock released: this one indexes
+        assert wt.ready.wait(10)
+        with open_store(url) as s2: assert [Path(f['file_path']).name for f in s2.files()] == ['a.md']

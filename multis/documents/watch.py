@@ -124,7 +124,10 @@ def _record(self:Watcher, path:str, status:str, error:str=''):
 # %% ../../nbs/13_documents.watch.ipynb 17
 @patch
 def _safe_sync(self:Watcher, st:Store, path:Path, entry:dict):
-    try: self._sync(st, path, entry)
+    try:
+        with st.exclusive(f"watch:{entry['path']}") as mine:   # one worker (of any process or machine) per folder
+            if mine: self._sync(st, path, entry)
+            else: self._record(str(path), 'skipped'); log.info("watch: %s is being indexed by another worker", path)
     except MultisError as e: self._record(str(path), 'failed', str(e))
     except Exception as e:
         log.exception("watch: %s failed", path); self._record(str(path), 'failed', f"{path.name}: {type(e).__name__}: {e}")

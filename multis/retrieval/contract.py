@@ -62,6 +62,8 @@ class StoreContract(Protocol):
     def save_facts(self, rows:list)->int: "Upsert (chat_id, topic, kind, rank, value, updated_at, source) rows"
     def fact_rows(self, chat_id:str, topic:str|None=None, kind:str|None=None, rank:int|None=None)->list: "A chat's facts"
     def delete_facts(self, chat_id:str, topic:str|None=None, kind:str|None=None, until:float|None=None)->int: "Forget facts"
+    # coordination between processes and machines
+    def exclusive(self, name:str): "Context manager: True if this process now holds the store-wide lock `name` (never waits)"
     # chat memory
     def delete_conversation_chunks(self, element_type:str, scope:str|None=None, before:float|None=None)->int:
         "Delete conversation chunks of one element type in a scope"

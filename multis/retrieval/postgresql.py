@@ -437,3 +437,17 @@ def delete_conversation_chunks(self:PgStore, element_type:str, scope:str|None=No
         self._lock_fts()
         for t in ('access_history', 'embeddings'): self._sql(f'DELETE FROM {t} WHERE chunk_id IN ({ids})', args)
         return self._sql(f'DELETE FROM chunks WHERE chunk_id IN ({ids})', args).rowcount
+
+# %% ../../nbs/21b_retrieval.postgresql.ipynb 57
+@patch
+@contextmanager
+def exclusive(self:PgStore, name:str):
+    "True if this process now holds the store-wide lock `name` (a PostgreSQL advisory lock; never waits)"
+    conn = self._getconn()
+    try:
+        got = conn.execute('SELECT pg_try_advisory_lock(hashtextextended(%s, 0))', (f'multis:{name}',)).fetchone()[0]
+        conn.commit()
+        try: yield got
+        finally:
+            if got: conn.execute('SELECT pg_advisory_unlock(hashtextextended(%s, 0))', (f'multis:{name}',)); conn.commit()
+    finally: self._pool.putconn(conn)

@@ -6,7 +6,7 @@
 __all__ = ['log', 'Store', 'sqlite_path', 'chunk_from_row', 'open_store', 'configured_store', 'store_summary']
 
 # %% ../../nbs/21_retrieval.store.ipynb 2
-import json, logging, math, sqlite3, time
+import hashlib, json, logging, math, sqlite3, time
 from contextlib import contextmanager
 from pathlib import Path
 from fastcore.basics import patch
@@ -413,6 +413,19 @@ def delete_conversation_chunks(self:Store, element_type:str, # 'memory_summary' 
         return self._sql(f'DELETE FROM chunks WHERE chunk_id IN ({ids})', args).rowcount
 
 # %% ../../nbs/21_retrieval.store.ipynb 66
+@patch
+@contextmanager
+def exclusive(self:Store, name:str):
+    "True if this process now holds the store-wide lock `name` (a lock file beside the database; never waits)"
+    from filelock import FileLock, Timeout
+    if self.path == ':memory:': yield True; return
+    lock = FileLock(f"{self.path}.{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}.lock")
+    try: lock.acquire(timeout=0)
+    except Timeout: yield False; return
+    try: yield True
+    finally: lock.release()
+
+# %% ../../nbs/21_retrieval.store.ipynb 69
 def open_store(url_or_path=None,   # a path, ':memory:', 'sqlite:///path' or 'postgresql://...'; default `<home>/multis.db`
                cfg:dict|None=None, # config whose `embeddings` to use; None: keyword search only
                timeout:float=5.0,  # seconds to wait for another process's lock
@@ -424,7 +437,7 @@ def open_store(url_or_path=None,   # a path, ':memory:', 'sqlite:///path' or 'po
     except EmbeddingError as e: log.warning("semantic search is off: %s", e)
     return st
 
-# %% ../../nbs/21_retrieval.store.ipynb 69
+# %% ../../nbs/21_retrieval.store.ipynb 72
 def configured_store(db:str|None=None,    # `--db` from the command line: a path or URL that wins over the config
                      cfg:dict|None=None,   # the config; default `load_config()` of the home
                      home=None,            # the multis home; default `multis_home()`
@@ -433,7 +446,7 @@ def configured_store(db:str|None=None,    # `--db` from the command line: a path
     cfg = load_config(None if home is None else Path(home)/'config.json') if cfg is None else cfg
     return open_store(store_url(cfg, db, home), cfg)
 
-# %% ../../nbs/21_retrieval.store.ipynb 70
+# %% ../../nbs/21_retrieval.store.ipynb 73
 def store_summary(url:str)->str:
     "'<url>: N files, M chunks' (password hidden) for `multis status`; a missing SQLite file is not created"
     name = redact_url(url)
