@@ -606,10 +606,13 @@ def workers_store(request, tmp_path):
     return f"sqlite:///{tmp_path/'home'/'multis.db'}" if request.param == 'sqlite' else request.getfixturevalue('pg_new')()
 
 def test_serve_with_workers_loses_no_write(tmp_path, workers_store):
-    "2 workers, 8 clients mixing searches and chat-message writes: no error, every message logged and indexed once"
+    "2 workers, 8 clients mixing searches and chat-message writes, 2 more indexing files: no error, nothing lost"
     from multis.retrieval.store import open_store
     home = tmp_path/'home'; home.mkdir(); (tmp_path/'n.md').write_text('# Ferry\nThe ferry leaves at nine.\n')
+    docs = tmp_path/'docs'; docs.mkdir()
+    for j in range(12): (docs/f'd{j}.md').write_text(f'# Doc {j}\nThe wombat{j}z burrow is under the hill.\n')
     (home/'config.json').write_text(json.dumps({'store': {'url': workers_store}}))
+    (home/'governance.json').write_text(json.dumps({'allowed_roots': [str(docs)]}))
     with open_store(workers_store) as st: index_file(st, tmp_path/'n.md', 'kb')
     with socket.socket() as s: s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]
     env = {**os.environ, 'MULTIS_HOME': str(home)}
@@ -634,7 +637,12 @@ def test_serve_with_workers_loses_no_write(tmp_path, workers_store):
                     (sent if r.status_code == 200 else errors).append((word, r.status_code, r.text[:200]))
                     r = c.post('/search', json={'query': 'ferry nine'})
                     if r.status_code != 200 or not r.json(): errors.append(('search', r.status_code, r.text[:200]))
-        ts = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+        def indexer(i:int):
+            with httpx.Client(base_url=url, headers={'Authorization': f'Bearer {tok}'}, timeout=60) as c:
+                for j in range(i, 12, 2):
+                    r = c.post('/index/path', json={'path': str(docs/f'd{j}.md'), 'scope': 'kb'})
+                    if r.status_code != 200 or r.json()['results'][0]['status'] != 'indexed': errors.append(('index', j, r.text[:200]))
+        ts = [threading.Thread(target=client, args=(i,)) for i in range(8)] + [threading.Thread(target=indexer, args=(i,)) for i in range(2)]
         for t in ts: t.start()
         for t in ts: t.join()
     finally:
@@ -648,6 +656,7 @@ def test_serve_with_workers_loses_no_write(tmp_path, workers_store):
     with open_store(workers_store) as st:
         for i in range(8):
             assert len(st.search(' OR '.join(f'quokka{i}x{k}z' for k in range(25)), limit=100, scopes=[f'user:chat{i}'])) == 25
+        assert all(len(st.search(f'wombat{j}z', scopes=['kb'])) == 1 for j in range(12))
 
 def test_serve_workers_out_of_range_is_one_line(tmp_path):
     r = subprocess.run([str(Path(sys.executable).parent/'multis'), 'serve', '--workers', '0'], capture_output=True, text=True,
