@@ -9,20 +9,8 @@ __all__ = ['PgDump']
 import json
 from contextlib import contextmanager
 from fastcore.basics import patch
-from .contract import StoreError
+from .contract import DUMP_COLUMNS, DUMP_KINDS, StoreError
 from .embed import _numpy
-try: from multis.retrieval.contract import DUMP_KINDS, DUMP_COLUMNS
-except ImportError:   # until the contract carries them (see /work/notes/DUMP_SPEC.md)
-    DUMP_KINDS = ('files', 'chunks', 'accesses', 'vectors', 'facts')
-    DUMP_COLUMNS = {
-      'files':    ('file_path','size','mtime','sha256','scope','document_type','chunks','indexed_at'),
-      'chunks':   ('chunk_id','scope','file_path','page_start','page_end','element_type','document_type',
-                   'section_level','parent_chunk_id','chunk_index','chunk_total','token_count','activation',
-                   'access_count','last_accessed','created_at','updated_at','name','section_path','metadata','content'),
-      'accesses': ('chunk_id','accessed_at','query'),
-      'vectors':  ('chunk_id','scope','model','text_hash','vector'),
-      'facts':    ('chat_id','topic','kind','rank','value','updated_at','source'),
-    }
 
 # %% ../../nbs/21d_retrieval.pgdump.ipynb 5
 _TABLE = dict(files='files', chunks='chunks', accesses='access_history', vectors='embeddings', facts='facts')
