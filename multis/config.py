@@ -41,6 +41,9 @@ DEFAULT_CONFIG = {
     'service': {'port': 5858, 'enabled': False, 'tokens': {}, 'allowed_hosts': []},
     'watch': [],
     'store': {'url': ''},   # '' : sqlite:///<home>/multis.db (see `store_url`)
+    'timezone': '',    # the zone of chats that set none with /tz (empty: the machine's)
+    'reminders': {'languages': ['en'], 'default_hour': 9},
+    'outbox': {'max_attempts': 8, 'retry_seconds': 30},
 }
 
 # %% ../nbs/01_config.ipynb 7

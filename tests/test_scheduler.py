@@ -152,7 +152,7 @@ def test_cron_jobs_cancel_commands(bot, clock):
     router, sched, _ = bot
     reply = say(router, '/cron "0 7 * * *" summarise my week', USER)
     job = sched.list_jobs('telegram', USER)[0]
-    assert reply.startswith(f"Scheduled {job['id']} (0 7 * * *), next run Mon 23 Nov 07:00.")
+    assert reply.startswith(f"Scheduled {job['id']} (0 7 * * *), next run Mon 23 Nov 07:00 (")      # then the chat's zone
     assert (job['cron'], job['prompt'], job['sender_id']) == ('0 7 * * *', 'summarise my week', USER)
     assert say(router, '/cron 30 18 * * 5 weekly digest please', USER).startswith('Scheduled')
     assert say(router, '/cron “0 9 * * 1” curly quotes from a phone', USER).startswith('Scheduled')

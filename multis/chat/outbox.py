@@ -15,7 +15,7 @@ from filelock import FileLock, Timeout
 from fastcore.basics import patch
 from ..core import MultisError, atomic_write
 
-# %% ../../nbs/63b_chat.outbox.ipynb 5
+# %% ../../nbs/63b_chat.outbox.ipynb 6
 log = logging.getLogger('multis.chat.outbox')
 MAX_ATTEMPTS, RETRY_SECONDS, MAX_RETRY_WAIT = 8, 30.0, 3600.0
 PART_CHARS = 2000          # a part fits any platform's message (Telegram: 4,096 UTF-16 units)
@@ -26,7 +26,7 @@ _RUN = uuid.uuid4().hex[:12]   # this process: a send journaled by another run t
 class OutboxError(MultisError):
     "An outbox that cannot be used"
 
-# %% ../../nbs/63b_chat.outbox.ipynb 6
+# %% ../../nbs/63b_chat.outbox.ipynb 7
 class Outbox:
     "Scheduled deliveries in `<home>/outbox/journal.jsonl`: written before they are sent, done only when acknowledged"
     def __init__(self, home,                         # the multis home
@@ -39,7 +39,7 @@ class Outbox:
 
     def __repr__(self): return f"Outbox({len(self.entries)} deliveries read, max_attempts={self.max_attempts})"
 
-# %% ../../nbs/63b_chat.outbox.ipynb 8
+# %% ../../nbs/63b_chat.outbox.ipynb 9
 @patch
 @contextmanager
 def _locked(self:Outbox):
@@ -51,7 +51,7 @@ def _locked(self:Outbox):
     try: yield
     finally: self._lock.release()
 
-# %% ../../nbs/63b_chat.outbox.ipynb 10
+# %% ../../nbs/63b_chat.outbox.ipynb 11
 _FIELDS = ('platform', 'chat_id', 'text', 'job', 'due', 'part', 'notice')
 
 def _apply(entries:dict, r:dict):
@@ -68,7 +68,7 @@ def _apply(entries:dict, r:dict):
     elif op == 'gave_up': e.update(state='failed', error=r.get('error'), done=r.get('ts'))
     elif op == 'doubt': e.update(state='waiting', doubt=True, next_try=r.get('ts'))
 
-# %% ../../nbs/63b_chat.outbox.ipynb 13
+# %% ../../nbs/63b_chat.outbox.ipynb 14
 @patch
 def _refresh(self:Outbox):
     "Read what the journal gained since last time (all of it if it was rewritten); call with the lock held"
@@ -82,7 +82,7 @@ def _refresh(self:Outbox):
         except (ValueError, TypeError, AttributeError): log.warning("%s: an unreadable line was skipped", self.path.name)
     self._pos += end
 
-# %% ../../nbs/63b_chat.outbox.ipynb 14
+# %% ../../nbs/63b_chat.outbox.ipynb 15
 @patch
 def _append(self:Outbox, *recs:dict):
     "Append records to the journal and fsync it; call with the lock held"
@@ -94,7 +94,7 @@ def _append(self:Outbox, *recs:dict):
     if new: os.chmod(self.path, 0o600); _fsync_dir(self.dir)
     self._refresh()
 
-# %% ../../nbs/63b_chat.outbox.ipynb 15
+# %% ../../nbs/63b_chat.outbox.ipynb 16
 @patch
 def _last_byte(self:Outbox)->bytes:
     with open(self.path, 'rb') as f: f.seek(-1, os.SEEK_END); return f.read(1)
@@ -104,7 +104,7 @@ def _fsync_dir(d:Path):
     try: os.fsync(fd)
     finally: os.close(fd)
 
-# %% ../../nbs/63b_chat.outbox.ipynb 17
+# %% ../../nbs/63b_chat.outbox.ipynb 18
 def split_parts(text:str, limit:int=PART_CHARS)->list:
     "`text` in parts of at most `limit` characters, cut at a paragraph, line or word end where possible"
     parts, text = [], text or ''
@@ -113,7 +113,7 @@ def split_parts(text:str, limit:int=PART_CHARS)->list:
         parts.append(text[:cut].rstrip()); text = text[cut:].lstrip()
     return [p for p in parts + [text] if p.strip()] or ['']
 
-# %% ../../nbs/63b_chat.outbox.ipynb 19
+# %% ../../nbs/63b_chat.outbox.ipynb 20
 @patch
 def put(self:Outbox, key:str,        # the delivery key: one per job run ('<job id>@<due time>'), never sent twice
         platform:str, chat_id,       # where it goes
@@ -132,7 +132,7 @@ def put(self:Outbox, key:str,        # the delivery key: one per job run ('<job 
                             part=i if len(parts) > 1 else None, notice=notice, ts=now) for i,(k,p) in enumerate(zip(keys, parts), 1)])
     return True
 
-# %% ../../nbs/63b_chat.outbox.ipynb 21
+# %% ../../nbs/63b_chat.outbox.ipynb 22
 def _prev_key(e:dict)->str|None:
     "The key of the part before `e` (None for a first part)"
     if not e.get('part') or e['part'] == 1: return None
@@ -140,30 +140,31 @@ def _prev_key(e:dict)->str|None:
     return base if e['part'] == 2 else f"{base}#{e['part'] - 1}"
 
 @patch
-def _in_doubt(self:Outbox, platforms)->list:
+def _in_doubt(self:Outbox, platforms, accept=None)->list:
     "Entries another run started sending and never finished (it was killed): they go back to waiting, marked"
     recs = [dict(op='doubt', key=e['key'], ts=self.clock()) for e in self.entries.values() if e['state'] == 'sending'
-            and e.get('run') != _RUN and (platforms is None or e['platform'] in platforms)]
+            and e.get('run') != _RUN and (platforms is None or e['platform'] in platforms) and (accept is None or accept(e))]
     if recs:
         log.warning("outbox: %d deliveries were being sent when multis stopped; they are sent again, marked", len(recs))
         self._append(*recs)
     return recs
 
-# %% ../../nbs/63b_chat.outbox.ipynb 22
+# %% ../../nbs/63b_chat.outbox.ipynb 23
 @patch
 def ready(self:Outbox, now:float|None=None, # seconds since the epoch
           platforms=None,                   # only these platforms (None: all)
+          accept=None,                      # and only the entries this says yes to (None: all)
          )->list:                           # entries to send now, oldest first
     "The deliveries whose turn has come"
     now = self.clock() if now is None else now
     with self._locked():
-        self._refresh(); self._in_doubt(platforms)
+        self._refresh(); self._in_doubt(platforms, accept)
         es = self.entries
-        ok = lambda e: (e['state'] == 'waiting' and (e['next_try'] or 0) <= now and (platforms is None or e['platform'] in platforms)
+        ok = lambda e: (e['state'] == 'waiting' and (e['next_try'] or 0) <= now and (platforms is None or e['platform'] in platforms) and (accept is None or accept(e))
                         and ((p := _prev_key(e)) is None or es.get(p, {}).get('state') == 'delivered'))
         return sorted((dict(e) for e in es.values() if ok(e)), key=lambda e: (e['created'] or 0, e['part'] or 0))
 
-# %% ../../nbs/63b_chat.outbox.ipynb 24
+# %% ../../nbs/63b_chat.outbox.ipynb 25
 DOUBT_NOTE = "(sent again after a restart: it may have reached you already)"
 
 def _jsonable(receipt):
@@ -181,7 +182,7 @@ def _claim(self:Outbox, key:str)->dict|None:
         self._append(dict(op='send', key=key, ts=self.clock(), run=_RUN))
         return dict(self.entries[key])
 
-# %% ../../nbs/63b_chat.outbox.ipynb 25
+# %% ../../nbs/63b_chat.outbox.ipynb 26
 @patch
 def _give_up(self:Outbox, e:dict, error:str)->list:
     "Records ending `e` (and its later parts) as failed, and the note to its chat"
@@ -206,7 +207,7 @@ def _finish(self:Outbox, e:dict, receipt, error:str|None):
         self.put(e['key'].rsplit('#', 1)[0] + '!failed', e['platform'], e['chat_id'], notice=True, job=e.get('job'),
                  text=f"I could not deliver this scheduled message after {e['attempts']} tries ({error}):\n{e['text'][:300]}")
 
-# %% ../../nbs/63b_chat.outbox.ipynb 26
+# %% ../../nbs/63b_chat.outbox.ipynb 27
 @patch
 def send_one(self:Outbox, e:dict,    # an entry from `ready`
              send:Callable,          # send(platform, chat_id, text) -> the platform's receipt (falsy: not delivered)
@@ -224,16 +225,17 @@ def send_one(self:Outbox, e:dict,    # an entry from `ready`
 def deliver(self:Outbox, send:Callable,  # send(platform, chat_id, text) -> receipt
             now:float|None=None,          # seconds since the epoch
             platforms=None,               # only these platforms (None: all)
+            accept=None,                  # and only the entries this says yes to (None: all)
            )->dict:                       # {'delivered': n, 'failed': n}
     "Send every delivery whose turn has come, oldest first"
     res = dict(delivered=0, failed=0)
-    for e in self.ready(now, platforms):
+    for e in self.ready(now, platforms, accept):
         ok = self.send_one(e, send)
         if ok is not None: res['delivered' if ok else 'failed'] += 1
     if self._lines > COMPACT_LINES: self.compact(now)
     return res
 
-# %% ../../nbs/63b_chat.outbox.ipynb 34
+# %% ../../nbs/63b_chat.outbox.ipynb 35
 @patch
 def snapshot(self:Outbox)->dict:
     "key -> entry, as the journal has it now"
@@ -244,7 +246,7 @@ def has(self:Outbox, key:str)->bool:
     "Whether delivery `key` is in the outbox (waiting, delivered or given up)"
     with self._locked(): self._refresh(); return key in self.entries
 
-# %% ../../nbs/63b_chat.outbox.ipynb 35
+# %% ../../nbs/63b_chat.outbox.ipynb 36
 @patch
 def counts(self:Outbox)->dict:
     "How many deliveries wait (or are being sent), were delivered, failed"
@@ -258,7 +260,7 @@ def last_of(self:Outbox, job:str)->dict|None:
     mine = [e for e in self.snapshot().values() if e.get('job') == job and not e.get('notice') and (e.get('part') or 1) == 1]
     return max(mine, key=lambda e: e['created'] or 0, default=None)
 
-# %% ../../nbs/63b_chat.outbox.ipynb 37
+# %% ../../nbs/63b_chat.outbox.ipynb 38
 @patch
 def compact(self:Outbox, now:float|None=None)->int:
     "Rewrite the journal as one line per entry, without those done more than `KEEP_DONE_DAYS` ago; lines dropped"

@@ -19,7 +19,8 @@ class Platform(PlatformSpec):
         return {**config_defaults(type(self)), **(cfg_get(self.cfg or {}, f'platforms.{self.name}') or {})}
     async def start(self): raise NotImplementedError(f"{type(self).__name__}.start")
     async def stop(self): pass
-    async def send(self, chat_id:str, text:str): raise NotImplementedError(f"{type(self).__name__}.send")
+    async def send(self, chat_id:str, text:str)->object:   # a receipt (truthy) once the platform accepted the text
+        raise NotImplementedError(f"{type(self).__name__}.send")
 
 # %% ../../nbs/64_chat.platform.ipynb 7
 log = logging.getLogger(__name__)

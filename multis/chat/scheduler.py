@@ -27,7 +27,7 @@ from .router import NotPaired, Router, role_of
 from .outbox import Outbox
 from .when import When, fmt_when, local_zone
 
-# %% ../../nbs/63_chat.scheduler.ipynb 5
+# %% ../../nbs/63_chat.scheduler.ipynb 6
 log = logging.getLogger('multis.chat.scheduler')
 DAY = 86400
 CAPTURE_INTERVAL_MINUTES = 15   # default of memory.capture_interval_minutes
@@ -44,7 +44,7 @@ def default_zone(cfg:dict)->str:
     "The zone of chats that set none: config `timezone`, else the machine's"
     return cfg_get(cfg or {}, 'timezone') or local_zone()
 
-# %% ../../nbs/63_chat.scheduler.ipynb 7
+# %% ../../nbs/63_chat.scheduler.ipynb 8
 CRON_HELP = 'five fields: minute hour day-of-month month day-of-week, e.g. "0 7 * * 1" (Mondays at 7:00)'
 
 def _wall(ts:float, tz:str|None)->datetime: return datetime.fromtimestamp(ts, ZoneInfo(tz or local_zone()))
@@ -60,7 +60,7 @@ def next_time(expr:str,       # a checked cron expression
     while nxt.timestamp() <= after or nxt.replace(tzinfo=None) <= start.replace(tzinfo=None): nxt = it.get_next(datetime)   # an hour repeated when clocks go back runs once
     return nxt.timestamp()
 
-# %% ../../nbs/63_chat.scheduler.ipynb 9
+# %% ../../nbs/63_chat.scheduler.ipynb 10
 def check_cron(expr:str)->str:
     "`expr` with its spaces normalised, or a `SchedulerError` naming it"
     e = ' '.join(str(expr or '').split())
@@ -73,7 +73,7 @@ def check_cron(expr:str)->str:
         raise SchedulerError(f'"{e}" runs more often than every {MIN_INTERVAL//60} minutes; choose a wider schedule')
     return e
 
-# %% ../../nbs/63_chat.scheduler.ipynb 12
+# %% ../../nbs/63_chat.scheduler.ipynb 13
 class Scheduler:
     "User cron jobs, the memory capture cycle and daily retention, for one multis home"
     def __init__(self, router:Router|None=None,  # answers jobs; gives home, config, store and conversation
@@ -91,7 +91,7 @@ class Scheduler:
 
     def __repr__(self): return f"Scheduler({self.home.name!r})"
 
-# %% ../../nbs/63_chat.scheduler.ipynb 13
+# %% ../../nbs/63_chat.scheduler.ipynb 14
 @patch
 @contextmanager
 def _locked(self:Scheduler):
@@ -103,7 +103,7 @@ def _locked(self:Scheduler):
     try: yield
     finally: self._filelock.release()
 
-# %% ../../nbs/63_chat.scheduler.ipynb 15
+# %% ../../nbs/63_chat.scheduler.ipynb 16
 @patch
 def _load(self:Scheduler)->list:
     "The jobs in jobs.json ([] when there is none)"
@@ -118,7 +118,7 @@ def _load(self:Scheduler)->list:
 def _save(self:Scheduler, jobs:list):
     atomic_write(self.jobs_path, json.dumps(jobs, ensure_ascii=False, indent=1), mode=0o600)
 
-# %% ../../nbs/63_chat.scheduler.ipynb 17
+# %% ../../nbs/63_chat.scheduler.ipynb 18
 def _new_id(jobs:list, *parts)->str:
     "6 hex digits from the job's parts, unique among `jobs`"
     taken, n = {j.get('id') for j in jobs}, 0
@@ -127,7 +127,7 @@ def _new_id(jobs:list, *parts)->str:
 
 def _same_chat(j:dict, platform:str, chat_id)->bool: return j.get('platform') == platform and j.get('chat_id') == str(chat_id)
 
-# %% ../../nbs/63_chat.scheduler.ipynb 18
+# %% ../../nbs/63_chat.scheduler.ipynb 19
 @patch
 def _add(self:Scheduler, job:dict, limit:int, what:str)->dict:
     "Give `job` its id and add it under the lock; a `SchedulerError` when its chat already has `limit` of its kind"
@@ -145,7 +145,7 @@ def _checked_text(text:str, what:str)->str:
     if len(t) > MAX_PROMPT: raise SchedulerError(f"that text has {len(t):,} characters; keep it under {MAX_PROMPT:,}")
     return t
 
-# %% ../../nbs/63_chat.scheduler.ipynb 20
+# %% ../../nbs/63_chat.scheduler.ipynb 21
 @patch
 def add_job(self:Scheduler, platform:str,  # where answers are delivered
             chat_id,                        # the chat the answer goes to
@@ -164,7 +164,7 @@ def add_job(self:Scheduler, platform:str,  # where answers are delivered
                cron=expr, at=None, tz=tz, prompt=prompt, created=now, next_run=next_time(expr, now, tz), last_run=None, last_ok=None)
     return self._add(job, MAX_JOBS_PER_CHAT, 'jobs')
 
-# %% ../../nbs/63_chat.scheduler.ipynb 22
+# %% ../../nbs/63_chat.scheduler.ipynb 23
 @patch
 def add_reminder(self:Scheduler, platform:str, chat_id, # where it is said
                  when:When,                             # a one-shot time or a cron schedule, and the text
@@ -181,7 +181,19 @@ def add_reminder(self:Scheduler, platform:str, chat_id, # where it is said
                cron=expr, at=None if expr else nxt, tz=tz, prompt=text, created=now, next_run=nxt, last_run=None, last_ok=None)
     return self._add(job, MAX_REMINDERS_PER_CHAT, 'reminders')
 
-# %% ../../nbs/63_chat.scheduler.ipynb 23
+# %% ../../nbs/63_chat.scheduler.ipynb 25
+@patch
+def rezone(self:Scheduler, platform:str, chat_id, tz:str, now:float|None=None)->int:
+    "Let the repeating jobs of a chat follow zone `tz` from now on; how many there are"
+    now, n = self.clock() if now is None else now, 0
+    with self._locked():
+        jobs = self._load()
+        for j in jobs:
+            if _same_chat(j, platform, chat_id) and j.get('cron'): j.update(tz=tz, next_run=next_time(j['cron'], now, tz)); n += 1
+        self._save(jobs)
+    return n
+
+# %% ../../nbs/63_chat.scheduler.ipynb 26
 @patch
 def list_jobs(self:Scheduler, platform:str|None=None, # only this platform's jobs (None: all)
               chat_id=None,                          # only this chat's jobs (None: all)
@@ -205,7 +217,7 @@ def cancel(self:Scheduler, platform:str, chat_id, job_id:str, # the job, and the
         self._save([j for j in jobs if j is not job])
     return job
 
-# %% ../../nbs/63_chat.scheduler.ipynb 29
+# %% ../../nbs/63_chat.scheduler.ipynb 33
 @patch
 def due(self:Scheduler, now:float|None=None)->list:
     "The jobs whose next run is at or before `now`"
@@ -221,7 +233,7 @@ def _advance(self:Scheduler, job_id:str, now:float):
             if j.get('id') == job_id and j.get('cron'): j['next_run'] = next_time(j['cron'], now, j.get('tz'))
         self._save([j for j in jobs if j.get('id') != job_id or j.get('cron')])
 
-# %% ../../nbs/63_chat.scheduler.ipynb 30
+# %% ../../nbs/63_chat.scheduler.ipynb 34
 def job_message(job:dict)->Message:
     "The message a job asks: its question, from its sender, in its chat"
     return Message(job['platform'], job['chat_id'], job['sender_id'], job['prompt'], is_self=job.get('is_self', False),
@@ -232,7 +244,7 @@ def job_text(job:dict, answer:str, late:str='')->str:
     q = job['prompt'] if len(job['prompt']) <= 80 else job['prompt'][:79] + '…'
     return f"Scheduled ({job['id']}{late}): {q}\n\n{answer}"
 
-# %% ../../nbs/63_chat.scheduler.ipynb 32
+# %% ../../nbs/63_chat.scheduler.ipynb 36
 def late_note(job:dict, due:float, now:float)->str:
     "', late: it was due Mon 23 Nov 07:00' when a run comes more than `LATE_AFTER` seconds after its time, else ''"
     return f", late: it was due {fmt_when(due, job.get('tz') or local_zone(), now)}" if now - due > LATE_AFTER else ''
@@ -241,7 +253,7 @@ def reminder_text(job:dict, due:float, now:float)->str:
     "What a chat receives for a reminder: its text as written"
     return f"Reminder ({job['id']}{late_note(job, due, now)}): {job['prompt']}"
 
-# %% ../../nbs/63_chat.scheduler.ipynb 34
+# %% ../../nbs/63_chat.scheduler.ipynb 38
 @patch
 def _answer(self:Scheduler, job:dict)->str:
     if self.router is None: raise SchedulerError("no router to answer jobs")
@@ -254,7 +266,7 @@ def _run_text(self:Scheduler, job:dict, due:float, now:float)->str:
     if role_of(job_message(job), self.cfg) == 'stranger': raise NotPaired("the person who set this job is no longer paired")
     return reminder_text(job, due, now)
 
-# %% ../../nbs/63_chat.scheduler.ipynb 36
+# %% ../../nbs/63_chat.scheduler.ipynb 40
 @patch
 def run_job(self:Scheduler, job:dict, now:float|None=None)->dict:
     "Put one due job's run in the outbox (once per run), move its schedule on; the run record logged"
@@ -273,7 +285,7 @@ def run_job(self:Scheduler, job:dict, now:float|None=None)->dict:
     self._record(job['id'], rec)
     return rec
 
-# %% ../../nbs/63_chat.scheduler.ipynb 38
+# %% ../../nbs/63_chat.scheduler.ipynb 42
 @patch
 def _record(self:Scheduler, job_id:str, rec:dict):
     "Append the run to runs/<id>.jsonl and note it on the job"
@@ -290,20 +302,20 @@ def _record(self:Scheduler, job_id:str, rec:dict):
 def _drop(self:Scheduler, job_id:str):
     with self._locked(): self._save([j for j in self._load() if j.get('id') != job_id])
 
-# %% ../../nbs/63_chat.scheduler.ipynb 40
+# %% ../../nbs/63_chat.scheduler.ipynb 44
 @patch
 def runs(self:Scheduler, job_id:str)->list:
     "The logged runs of a job, oldest first"
     p = self.runs_dir/f"{job_id}.jsonl"
     return [json.loads(l) for l in p.read_text(encoding='utf-8').splitlines() if l.strip()] if p.exists() else []
 
-# %% ../../nbs/63_chat.scheduler.ipynb 42
+# %% ../../nbs/63_chat.scheduler.ipynb 46
 @patch
 def flush(self:Scheduler, now:float|None=None)->dict:
     "Send what waits in the outbox for the platforms `deliver` reaches; how many were delivered and failed"
     if self.deliver is None: return dict(delivered=0, failed=0)
     names = getattr(self.deliver, 'platforms', None)
-    return self.outbox.deliver(self.deliver, now, platforms=None if names is None else set(names))
+    return self.outbox.deliver(self.deliver, now, None if names is None else set(names), getattr(self.deliver, 'accept', None))
 
 @patch
 def run_due(self:Scheduler, now:float|None=None)->list:
@@ -313,7 +325,7 @@ def run_due(self:Scheduler, now:float|None=None)->list:
     self.flush(now)
     return recs
 
-# %% ../../nbs/63_chat.scheduler.ipynb 56
+# %% ../../nbs/63_chat.scheduler.ipynb 60
 def platform_deliverer(platforms:dict,             # name -> platform with `send(chat_id, text)` (async or not)
                        loop=None,                  # the event loop the platforms run on (None: run sends directly)
                        timeout:float=60,           # seconds to wait for a send
@@ -329,7 +341,7 @@ def platform_deliverer(platforms:dict,             # name -> platform with `send
     deliver.platforms = platforms          # the names it reaches, live
     return deliver
 
-# %% ../../nbs/63_chat.scheduler.ipynb 59
+# %% ../../nbs/63_chat.scheduler.ipynb 63
 class ActivityCaptureWorker(CaptureWorker):
     "A `CaptureWorker` that also remembers the chats it was shown, for the capture cycle"
     def __init__(self, provider, store, cfg:dict|None=None, max_workers:int=2):
@@ -348,7 +360,7 @@ def track_activity(conv)->ActivityCaptureWorker|None:
     old.close()
     return conv.worker
 
-# %% ../../nbs/63_chat.scheduler.ipynb 60
+# %% ../../nbs/63_chat.scheduler.ipynb 64
 def _uncaptured(mem)->bool: return any(not o.get('captured') for o in mem.load_recent())
 
 @patch
@@ -364,7 +376,7 @@ def capture_cycle(self:Scheduler, now:float|None=None)->int:
         elif worker.submit(mem, now): n += 1
     return n
 
-# %% ../../nbs/63_chat.scheduler.ipynb 63
+# %% ../../nbs/63_chat.scheduler.ipynb 67
 @patch
 def _state(self:Scheduler)->dict:
     try: d = json.loads(self.state_path.read_text(encoding='utf-8'))
@@ -375,7 +387,7 @@ def _state(self:Scheduler)->dict:
 def _mark(self:Scheduler, what:str, now:float):
     with self._locked(): atomic_write(self.state_path, json.dumps({**self._state(), what: now}), mode=0o600)
 
-# %% ../../nbs/63_chat.scheduler.ipynb 65
+# %% ../../nbs/63_chat.scheduler.ipynb 69
 @patch
 def cleanup(self:Scheduler, now:float|None=None)->dict:
     "Apply retention to memory files and the index; what was removed"
@@ -383,7 +395,7 @@ def cleanup(self:Scheduler, now:float|None=None)->dict:
     if store is None or store.path == ':memory:': return apply_retention(self.home, store, self.cfg, now)
     with Store(store.path) as own: return apply_retention(self.home, own, self.cfg, now)
 
-# %% ../../nbs/63_chat.scheduler.ipynb 66
+# %% ../../nbs/63_chat.scheduler.ipynb 70
 @patch
 def tick(self:Scheduler, now:float|None=None)->dict:
     "Do what is due: capture cycle, retention, user jobs; what was done"

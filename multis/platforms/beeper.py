@@ -212,9 +212,9 @@ def _flush_outbox(self:BeeperPlatform):
 
 # %% ../../nbs/72_platforms.beeper.ipynb 39
 @patch
-def send_text(self:BeeperPlatform, chat_id:str, text:str):
-    "Send `text` to `chat_id` now, prefixed `[multis] ` (blocking; raises the client's errors)"
-    self.client.messages.send(chat_id, text=tagged(text))
+def send_text(self:BeeperPlatform, chat_id:str, text:str)->str:
+    "Send `text` to `chat_id` now, prefixed `[multis] ` (blocking; raises the client's errors); Beeper's pending message id"
+    return self.client.messages.send(chat_id, text=tagged(text)).pending_message_id
 
 # %% ../../nbs/72_platforms.beeper.ipynb 42
 @patch
@@ -320,9 +320,9 @@ async def stop(self:BeeperPlatform):
 
 # %% ../../nbs/72_platforms.beeper.ipynb 52
 @patch
-async def send(self:BeeperPlatform, chat_id:str, text:str):
-    "Send `text` to `chat_id`, prefixed `[multis] ` (raises the client's errors)"
-    await asyncio.to_thread(self.send_text, chat_id, text)
+async def send(self:BeeperPlatform, chat_id:str, text:str)->str:
+    "Send `text` to `chat_id`, prefixed `[multis] ` (raises the client's errors); the receipt: Beeper's pending message id"
+    return await asyncio.to_thread(self.send_text, chat_id, text)
 
 @patch
 def close(self:BeeperPlatform):

@@ -5,7 +5,7 @@
 # %% auto 0
 __all__ = ['log', 'LOG_FORMAT', 'lock_path', 'pid_path', 'state_path', 'log_path', 'daemon_state', 'enabled_platforms',
            'platform_class', 'Daemon', 'no_platform_note', 'RedactingFormatter', 'daemon_logging', 'ready_lines',
-           'run_foreground', 'start', 'stop', 'status']
+           'run_foreground', 'start', 'stop', 'outbox_line', 'status']
 
 # %% ../../nbs/80_run.daemon.ipynb 2
 import asyncio, json, logging, os, signal, subprocess, sys, threading, time
@@ -25,6 +25,7 @@ from ..governance.audit import remember_secrets
 from ..chat.platform import get_platform
 from ..chat.router import Router
 from ..chat.scheduler import Scheduler, platform_deliverer, track_activity
+from ..chat.outbox import Outbox
 
 # %% ../../nbs/80_run.daemon.ipynb 7
 log = logging.getLogger('multis.run.daemon')
@@ -420,10 +421,18 @@ def _duration(s:float)->str:
     d, h, m = s//86400, s%86400//3600, s%3600//60
     return f"{d}d {h}h" if d else f"{h}h {m}m" if h else f"{m}m" if m else f"{s}s"
 
+def outbox_line(home=None)->str:
+    "What `status` says of the outbox: deliveries waiting to be sent, and those given up ('' when there is none)"
+    if not (_home(home)/'outbox'/'journal.jsonl').exists(): return ''
+    try: c = Outbox(_home(home)).counts()
+    except Exception as e: return f"  outbox: cannot be read ({e})"
+    return f"  outbox: {c['waiting']} waiting to be sent, {c['failed']} given up, {c['delivered']} delivered"
+
+# %% ../../nbs/80_run.daemon.ipynb 67
 def status()->int:
-    "Say whether multis runs (its pid, uptime and platforms) and what its store holds (exit status 0 running, 3 not running)"
+    "Say whether multis runs (its pid, uptime and platforms), what its store holds and what waits in the outbox (exit status 0 running, 3 not running)"
     st = daemon_state()
-    if not st['running']: print("multis is not running" + _stale_note(st) + '\n' + _store_line()); return 3
+    if not st['running']: print('\n'.join(filter(None, ["multis is not running" + _stale_note(st), _store_line(), outbox_line()]))); return 3
     up = f", up {_duration(time.time() - st['started'])}" if st.get('started') else ''
-    print('\n'.join([f"multis is running (pid {st['pid'] or 'unknown'}{up})"] + _platform_lines(st.get('platforms')) + [_store_line()]))
+    print('\n'.join(filter(None, [f"multis is running (pid {st['pid'] or 'unknown'}{up})"] + _platform_lines(st.get('platforms')) + [_store_line(), outbox_line()])))
     return 0

@@ -6,7 +6,7 @@
 __all__ = ['BOT_USER', 'tg_user', 'tg_chat', 'command_entities', 'decode_params', 'FakeBotAPI', 'error_body']
 
 # %% ../../nbs/96_testing.fake_telegram.ipynb 2
-import itertools, json, sys, threading, time
+import itertools, json, random, sys, threading, time
 from pathlib import PurePosixPath
 from urllib.parse import parse_qsl, unquote, urlparse
 from http.server import BaseHTTPRequestHandler
@@ -59,7 +59,7 @@ class FakeBotAPI:
                 ):
         self.token,self.poll_wait,self.me = token,poll_wait,dict(BOT_USER)
         self.updates,self.sent,self.edits,self.answered,self.actions,self.requests = [],[],[],[],[],[]
-        self.files,self._fails = {},{}
+        self.files,self._fails,self._rates = {},{},{}
         self._ids,self._msg_ids,self._cb_ids = itertools.count(1),itertools.count(1),itertools.count(1)
         self._cond,self._httpd,self._stopped = threading.Condition(),None,False
 
@@ -174,7 +174,19 @@ def error_body(status:int, retry_after:int|None=None)->dict:
             404: 'Not Found', 429: f'Too Many Requests: retry after {retry_after}', 502: 'Bad Gateway'}.get(status, 'Internal Server Error')
     return {'ok': False, 'error_code': status, 'description': desc} | ({'parameters': {'retry_after': retry_after}} if retry_after else {})
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 30
+# %% ../../nbs/96_testing.fake_telegram.ipynb 28
+@patch
+def fail_rate(self:FakeBotAPI,
+              method:str,                 # e.g. 'sendMessage'
+              rate:float,                 # the share of its calls that fail (0 stops the failures)
+              seed:int=0,                 # for the random choice
+              status:int|str=502,         # an HTTP status, or 'drop'
+             )->FakeBotAPI:
+    "Make a share `rate` of the calls of `method` fail, at random"
+    with self._cond: self._rates[method.lower()] = (rate, random.Random(seed), status)
+    return self
+
+# %% ../../nbs/96_testing.fake_telegram.ipynb 31
 @patch
 def _get_updates(self:FakeBotAPI, p:dict)->list:
     offset, limit = p.get('offset') or 0, p.get('limit') or 100
@@ -186,7 +198,7 @@ def _get_updates(self:FakeBotAPI, p:dict)->list:
             if self.updates or self._stopped or left <= 0: return self.updates[:limit]
             self._cond.wait(left)
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 32
+# %% ../../nbs/96_testing.fake_telegram.ipynb 33
 class _ApiError(Exception):
     "A Bot API error answer: HTTP status and description"
     def __init__(self, status:int, description:str): self.status,self.description = status,description
@@ -201,7 +213,7 @@ def _send_message(self:FakeBotAPI, p:dict)->dict:
     res = {'message_id': rec['message_id'], 'date': int(time.time()), 'chat': tg_chat(p['chat_id']), 'from': self.me, 'text': p['text']}
     return res | ({'reply_markup': rec['reply_markup']} if rec['reply_markup'] else {})
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 33
+# %% ../../nbs/96_testing.fake_telegram.ipynb 34
 @patch
 def _edit_markup(self:FakeBotAPI, p:dict)->dict:
     self.edits.append({k: p.get(k) for k in ('chat_id', 'message_id', 'reply_markup')})
@@ -213,7 +225,7 @@ def _get_file(self:FakeBotAPI, p:dict)->dict:
     if f is None: raise _ApiError(400, 'Bad Request: invalid file_id')
     return {'file_id': p['file_id'], 'file_unique_id': f"U{p['file_id']}", 'file_size': len(f['data']), 'file_path': f['path']}
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 34
+# %% ../../nbs/96_testing.fake_telegram.ipynb 35
 @patch
 def _method(self:FakeBotAPI, method:str):
     "The function answering `method` (Bot API method names are case-insensitive), or None"
@@ -225,7 +237,7 @@ def _method(self:FakeBotAPI, method:str):
             **{m: (lambda p: True) for m in ('deletewebhook', 'setmycommands', 'deletemycommands', 'close', 'logout')}
            }.get(method.lower())
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 36
+# %% ../../nbs/96_testing.fake_telegram.ipynb 37
 def _read_params(h:BaseHTTPRequestHandler)->dict:
     raw = h.rfile.read(int(h.headers.get('Content-Length') or 0))
     params = dict(parse_qsl(urlparse(h.path).query))
@@ -241,7 +253,7 @@ def _reply(h:BaseHTTPRequestHandler, status:int, body, ctype:str='application/js
     h.end_headers()
     h.wfile.write(data)
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 37
+# %% ../../nbs/96_testing.fake_telegram.ipynb 38
 @patch
 def _download(self:FakeBotAPI, h:BaseHTTPRequestHandler, file_path:str):
     f = next((f for f in self.files.values() if f['path'] == file_path), None)
@@ -259,13 +271,14 @@ def _handle(self:FakeBotAPI, h:BaseHTTPRequestHandler):
     if is_file: return self._download(h, rest)
     self._call(h, rest, _read_params(h))
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 38
+# %% ../../nbs/96_testing.fake_telegram.ipynb 39
 @patch
 def _call(self:FakeBotAPI, h:BaseHTTPRequestHandler, method:str, params:dict):
     with self._cond:
         self.requests.append((method, params))
         fails = self._fails.get(method.lower())
         fail = fails.pop(0) if fails else None
+        if not fail and (r := self._rates.get(method.lower())) and r[1].random() < r[0]: fail = (r[2], None)
     if fail and fail[0] == 'drop': h.close_connection = True; return
     if fail: return _reply(h, fail[0], error_body(*fail))
     fn = self._method(method)
@@ -273,7 +286,7 @@ def _call(self:FakeBotAPI, h:BaseHTTPRequestHandler, method:str, params:dict):
     try: _reply(h, 200, {'ok': True, 'result': fn(params)})
     except _ApiError as e: _reply(h, e.status, {'ok': False, 'error_code': e.status, 'description': e.description})
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 40
+# %% ../../nbs/96_testing.fake_telegram.ipynb 41
 @patch
 def wait_sent(self:FakeBotAPI,
               n:int,              # how many sent messages to wait for (in total)
