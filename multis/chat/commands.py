@@ -210,6 +210,13 @@ def _cmd_remind(self:Commands, m:Message, role:str, args:str)->str:
     return f"Reminder {job['id']}: \"{excerpt(job['prompt'], [], 80)}\" {when} ({tz}{'; ' + w.note if w.note else ''}). {p}cancel {job['id']} stops it."
 
 # %% ../../nbs/62_chat.commands.ipynb 34
+def _undelivered(outbox, m:Message, listed:set, tz:str, now:float)->list:
+    "Lines for this chat's runs still waiting in the outbox whose job is gone (a one-shot that already ran)"
+    es = [e for e in outbox.snapshot().values() if e['platform'] == m.platform and e['chat_id'] == m.chat_id
+          and e['state'] in ('waiting', 'sending') and e.get('job') not in listed and not e.get('notice')]
+    return [f"{e['job']}  ran, due {fmt_when(e['due'] or e['created'], tz, now)}  last: {_last(e, tz, now)}  {excerpt(e['text'], [], 60)}" for e in es]
+
+# %% ../../nbs/62_chat.commands.ipynb 35
 def _last(d:dict|None, tz:str, now:float)->str:
     "The state of a job's last delivery, as `/jobs` says it"
     if d is None: return 'not run yet'
@@ -222,13 +229,15 @@ def _cmd_jobs(self:Commands, m:Message, role:str, args:str)->str:
     p = command_prefix(m.platform, self.cfg)
     if self.scheduler is None: return NO_SCHEDULER
     jobs, now = self.scheduler.list_jobs(m.platform, m.chat_id), self.clock()
+    done = _undelivered(self.scheduler.outbox, m, {j['id'] for j in jobs}, self._zone(m), now)
+    if not jobs and done: return "Waiting to be sent in this chat:\n" + '\n'.join(done)
     if not jobs: return f'No scheduled jobs in this chat. Add one with {p}remind tomorrow at 9 call Alice, or {p}cron "0 7 * * *" <what to ask>.'
     lines = [f"{j['id']}  {'reminder' if j.get('kind') == 'remind' else 'question'}  {j['cron'] or 'once'}  next {fmt_when(j['next_run'], tz, now)} {tz}"
              f"  last: {_last(self.scheduler.outbox.last_of(j['id']), tz, now)}  {excerpt(j['prompt'], [], 60)}"
              for j in jobs if (tz := j.get('tz') or self._zone(m))]
-    return "Scheduled jobs in this chat:\n" + '\n'.join(lines) + f"\nStop one with {p}cancel <id>."
+    return "Scheduled jobs in this chat:\n" + '\n'.join(lines + done) + f"\nStop one with {p}cancel <id>."
 
-# %% ../../nbs/62_chat.commands.ipynb 35
+# %% ../../nbs/62_chat.commands.ipynb 36
 @patch
 def _cmd_cancel(self:Commands, m:Message, role:str, args:str)->str:
     if self.scheduler is None: return NO_SCHEDULER
@@ -239,7 +248,7 @@ def _cmd_cancel(self:Commands, m:Message, role:str, args:str)->str:
     self._audit('cron', m, action='cancel', job=job['id'])
     return f"Cancelled {job['id']} ({job['cron'] or 'once, ' + fmt_when(job['next_run'], job.get('tz') or self._zone(m))})."
 
-# %% ../../nbs/62_chat.commands.ipynb 36
+# %% ../../nbs/62_chat.commands.ipynb 37
 @patch
 def _cmd_tz(self:Commands, m:Message, role:str, args:str)->str:
     p, now = command_prefix(m.platform, self.cfg), self.clock()
@@ -250,14 +259,14 @@ def _cmd_tz(self:Commands, m:Message, role:str, args:str)->str:
     self._audit('tz', m, tz=tz, jobs=moved)
     return f"This chat's time zone is now {tz} (it is {fmt_when(now, tz)} there)." + (f" {moved} repeating job{'s' * (moved != 1)} now follow{'s' * (moved == 1)} it." if moved else '')
 
-# %% ../../nbs/62_chat.commands.ipynb 40
+# %% ../../nbs/62_chat.commands.ipynb 41
 def split_index_args(args:str)->tuple:
     "(path, scope or None): the last word of `/index` arguments is the scope when it is kb or admin"
     parts = args.rsplit(None, 1)
     path, scope = (parts[0], parts[1].lower()) if len(parts) == 2 and parts[1].lower() in SCOPES else (args, None)
     return path.strip().strip('"\''), scope
 
-# %% ../../nbs/62_chat.commands.ipynb 42
+# %% ../../nbs/62_chat.commands.ipynb 43
 def _scope_question(what:str)->str:
     return f"Index {what} as kb (everyone paired can search it) or admin (only you)? Reply kb or admin."
 
@@ -269,7 +278,7 @@ def _cmd_index(self:Commands, m:Message, role:str, args:str)->str:
     self.pending[self._chat_key(m)] = dict(kind='path', path=path, expires=self.clock() + PENDING_TTL)
     return _scope_question(Path(path).expanduser().name or path)
 
-# %% ../../nbs/62_chat.commands.ipynb 44
+# %% ../../nbs/62_chat.commands.ipynb 45
 @patch
 def _index_path(self:Commands, m:Message, path:str, scope:str)->str:
     gov, limits = self._rules(), IndexLimits.from_config(self.cfg)
@@ -286,7 +295,7 @@ def _index_path(self:Commands, m:Message, path:str, scope:str)->str:
     self._audit('index', m, path=r.path, scope=scope, chunks=r.chunks, status=r.status)
     return f"{r.status.capitalize()}: {p.name} ({_chunks(r.chunks)}, {scope})."
 
-# %% ../../nbs/62_chat.commands.ipynb 45
+# %% ../../nbs/62_chat.commands.ipynb 46
 @patch
 def _upload(self:Commands, m:Message, role:str)->str:
     att, scope = m.attachment, m.text.strip().lower()
@@ -301,7 +310,7 @@ def _index_attachment(self:Commands, m:Message, att:Attachment, scope:str)->str:
     self._audit('index', m, path=r.path, scope=scope, chunks=r.chunks, status=r.status)
     return f"Indexed {_file_name(r.path)} ({_chunks(r.chunks)}, {scope if scope in SCOPES else 'this chat'})."
 
-# %% ../../nbs/62_chat.commands.ipynb 47
+# %% ../../nbs/62_chat.commands.ipynb 48
 @patch
 def _rules(self:Commands):
     "The governance rules (allowed and denied folders for /read and /index), loaded on first use"
@@ -315,12 +324,12 @@ def _governance(self:Commands):
         raise MultisError("/exec and /read are turned off (governance.enabled is false in config.json).")
     return self._rules()
 
-# %% ../../nbs/62_chat.commands.ipynb 49
+# %% ../../nbs/62_chat.commands.ipynb 50
 def format_exec(cmdline:str, res)->str:
     "A command's result as plain text: the command line, its output, and why it stopped if not cleanly"
     return '\n'.join([f"$ {cmdline}", res.output.rstrip() or '(no output)'] + ([f"({res.reason})"] if res.reason else []))
 
-# %% ../../nbs/62_chat.commands.ipynb 52
+# %% ../../nbs/62_chat.commands.ipynb 53
 @patch
 def _exec(self:Commands, m:Message, cmdline:str, confirmed:bool=False, shown:str|None=None)->str:
     gov = self._governance()
@@ -334,7 +343,7 @@ def _exec(self:Commands, m:Message, cmdline:str, confirmed:bool=False, shown:str
     self._audit('exec', m, command=cmdline, allowed=True, confirmed=confirmed, exit_code=res.exit_code, reason=res.reason)
     return format_exec(cmdline, res)
 
-# %% ../../nbs/62_chat.commands.ipynb 53
+# %% ../../nbs/62_chat.commands.ipynb 54
 @patch
 def _cmd_exec(self:Commands, m:Message, role:str, args:str)->str:
     return self._exec(m, args) if args else f"Usage: {command_prefix(m.platform, self.cfg)}exec <command>"

@@ -87,12 +87,12 @@ _NUMS = dict(a=1, an=1, one=1, two=2, three=3, four=4, five=5, six=6, seven=7, e
 _REL = re.compile(r'in\s+(?P<n>\d{1,4}|' + '|'.join(_NUMS) + r')\s+(?P<u>min(?:ute)?s?|h(?:ou)?rs?|hours?|days?|weeks?)', re.I)
 _HALF = re.compile(r'in\s+(?:half\s+an\s+hour|an\s+hour\s+and\s+a\s+half)', re.I)
 
-def relative(s:str)->timedelta|None:
-    "The delay of 'in 20 minutes', 'in an hour', 'in 3 days', 'in half an hour' (all of `s`), or None"
-    if m := _HALF.fullmatch(s.strip()): return timedelta(minutes=30 if 'half an hour' in m[0].lower() else 90)
+def relative(s:str)->tuple|None:
+    "(delay, exact) of 'in 20 minutes', 'in an hour', 'in 3 days' (all of `s`), or None; days and weeks are not exact: they keep the wall-clock time"
+    if m := _HALF.fullmatch(s.strip()): return timedelta(minutes=30 if 'half an hour' in m[0].lower() else 90), True
     if not (m := _REL.fullmatch(s.strip())): return None
     n, u = _NUMS.get(m['n'].lower()) or int(m['n']), m['u'].lower()[0]
-    return timedelta(**{dict(m='minutes', h='hours', d='days', w='weeks')[u]: n})
+    return timedelta(**{dict(m='minutes', h='hours', d='days', w='weeks')[u]: n}), u in 'mh'
 
 # %% ../../nbs/63a_chat.when.ipynb 19
 _NUMERIC_DATE = re.compile(r'\b(\d{1,2})[/.](\d{1,2})\b')
@@ -141,9 +141,9 @@ def _resolve(cand:str, now:float, tz:str, default_hour:int, languages)->tuple|No
     "(when, note) that `cand` names, or None; a `WhenError` when it names an ambiguous, past or missing time"
     t = find_time(cand)
     ds = _strip_time(cand, t[1]) if t else cand.strip()
-    if (delta := relative(ds)) is not None:
-        if t and delta < timedelta(days=1): return None
-        if delta < timedelta(days=1): return now + delta.total_seconds(), ''
+    if (rel := relative(ds)) is not None:
+        delta, exact = rel
+        if exact: return (None if t else (now + delta.total_seconds(), ''))
         hm, day = (t[0] if t else (wall(now, tz).hour, wall(now, tz).minute)), (wall(now, tz) + delta).date()
         if t and t[2]: raise t[2]
         return at_wall(day, hm, tz), ''
