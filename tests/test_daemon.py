@@ -215,7 +215,7 @@ def test_cron_answer_reaches_the_telegram_chat(tmp_path):
 
         reply, done, sent = asyncio.run(scenario())
     job = reply.split()[1]
-    assert reply.startswith(f"Scheduled {job} (0 7 * * *), next run Mon 23 Nov 07:00.")
+    assert reply.startswith(f"Scheduled {job} (0 7 * * *), next run Mon 23 Nov 07:00 (")     # then the chat's zone
     assert [r['ok'] for r in done['jobs']] == [True]
     assert (sent[1]['chat_id'], sent[1]['text']) == (100, f"Scheduled ({job}): what is on today?\n\nEcho: what is on today?")
     assert d.status == {'telegram': 'running'}
