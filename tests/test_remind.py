@@ -287,3 +287,23 @@ def test_the_terminal_delivers_from_the_same_outbox(tmp_path):
         assert 'check the oven' not in out2.getvalue()
         assert daemon.outbox.counts() == dict(waiting=0, delivered=1, failed=0)
         router.close()
+
+def test_outbox_threads_and_processes_never_send_one_delivery_twice(tmp_path):
+    "The daemon's tick thread, /jobs in the router's thread and `multis chat` in another process share one journal"
+    import subprocess, sys, threading
+    from multis.chat.outbox import Outbox
+    ob = Outbox(tmp_path)
+    for i in range(200): ob.put(f'k{i}@1', 'telegram' if i % 2 else 'terminal', '5', f'n{i}')
+    sent, lock = [], threading.Lock()
+    def send(p, c, t):
+        with lock: sent.append(t)
+        return 1
+    threads = [threading.Thread(target=ob.deliver, args=(send,)) for _ in range(4)]
+    other = subprocess.Popen([sys.executable, '-c', f"from multis.chat.outbox import Outbox; import sys; "
+                              f"o = Outbox({str(tmp_path)!r}); o.deliver(lambda p, c, t: print(t) or 1, platforms={{'terminal'}})"],
+                             stdout=subprocess.PIPE, text=True)
+    for t in threads: t.start()
+    for t in threads: t.join()
+    out = other.communicate(timeout=60)[0].split()
+    assert sorted(sent + out) == sorted(f'n{i}' for i in range(200))       # each once, by a thread or the process
+    assert Outbox(tmp_path).counts() == dict(waiting=0, delivered=200, failed=0)

@@ -45,7 +45,7 @@ class Outbox:
 def _locked(self:Outbox):
     "Hold `outbox/.lock` (between threads and processes)"
     self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if self._lock is None: self._lock = FileLock(str(self.dir/'.lock'), mode=0o600, thread_local=False)
+    if self._lock is None: self._lock = FileLock(str(self.dir/'.lock'), mode=0o600)   # per thread: threads exclude each other too
     try: self._lock.acquire(timeout=10)
     except Timeout: raise OutboxError(f"{self.dir/'.lock'}: the outbox stayed locked; try again") from None
     try: yield
