@@ -190,10 +190,8 @@ def test_bad_input_is_one_clear_line(bot):
              ('/tz Europe/Berlin; rm -rf /', 'is not a time zone'),
              ('/cancel', 'Usage: /cancel <id>')]
     for cmd, part in cases:
-        t0 = time.monotonic()
         reply = say(router, cmd)
         assert part in reply and '\n' not in reply and 'Traceback' not in reply, (cmd, reply)
-        assert time.monotonic() - t0 < 2, cmd
     assert router.scheduler.list_jobs() == []
 
 def test_too_many_reminders(bot):

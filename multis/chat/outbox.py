@@ -4,7 +4,7 @@
 
 # %% auto 0
 __all__ = ['log', 'MAX_ATTEMPTS', 'RETRY_SECONDS', 'MAX_RETRY_WAIT', 'PART_CHARS', 'KEEP_DONE_DAYS', 'COMPACT_LINES',
-           'DOUBT_NOTE', 'OutboxError', 'Outbox', 'split_parts']
+           'STUCK_AFTER', 'DOUBT_NOTE', 'OutboxError', 'Outbox', 'split_parts']
 
 # %% ../../nbs/63b_chat.outbox.ipynb 2
 import json, logging, os, time, uuid
@@ -21,7 +21,8 @@ MAX_ATTEMPTS, RETRY_SECONDS, MAX_RETRY_WAIT = 8, 30.0, 3600.0
 PART_CHARS = 2000          # a part fits any platform's message (Telegram: 4,096 UTF-16 units)
 KEEP_DONE_DAYS = 30        # delivered and failed entries are remembered this long (their keys are never sent again)
 COMPACT_LINES = 5000       # the journal is rewritten past this many lines
-_RUN = uuid.uuid4().hex[:12]   # this process: a send journaled by another run that has no outcome is in doubt
+_RUN = uuid.uuid4().hex[:12]   # this process: a send journaled by another run that is gone, with no outcome, is in doubt
+STUCK_AFTER = 600          # seconds: a send with no outcome this old is in doubt even if its process id is alive (reused)
 
 class OutboxError(MultisError):
     "An outbox that cannot be used"
@@ -62,7 +63,7 @@ def _apply(entries:dict, r:dict):
                           next_try=r.get('ts') or 0, error=None, receipt=None, run=None, doubt=False, done=None)
     elif op == 'state': entries[k] = {f: v for f,v in r.items() if f != 'op'}
     elif (e := entries.get(k)) is None: return
-    elif op == 'send': e.update(state='sending', run=r.get('run'), attempts=e['attempts'] + 1, tried=r.get('ts'))
+    elif op == 'send': e.update(state='sending', run=r.get('run'), pid=r.get('pid'), wall=r.get('wall'), attempts=e['attempts'] + 1, tried=r.get('ts'))
     elif op == 'ack': e.update(state='delivered', receipt=r.get('receipt'), done=r.get('ts'), error=None)
     elif op == 'fail': e.update(state='waiting', error=r.get('error'), next_try=r.get('next'))
     elif op == 'gave_up': e.update(state='failed', error=r.get('error'), done=r.get('ts'))
@@ -133,6 +134,18 @@ def put(self:Outbox, key:str,        # the delivery key: one per job run ('<job 
     return True
 
 # %% ../../nbs/63b_chat.outbox.ipynb 22
+def _alive(pid:int)->bool:
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except OSError: pass                      # someone else's process: alive
+    return True
+
+def _gone(e:dict)->bool:
+    "Whether the run that began sending `e` is over: another process, no longer alive (or silent past `STUCK_AFTER`)"
+    if e.get('run') == _RUN: return False
+    return not e.get('pid') or not _alive(int(e['pid'])) or time.time() - (e.get('wall') or 0) > STUCK_AFTER
+
+# %% ../../nbs/63b_chat.outbox.ipynb 24
 def _prev_key(e:dict)->str|None:
     "The key of the part before `e` (None for a first part)"
     if not e.get('part') or e['part'] == 1: return None
@@ -141,15 +154,16 @@ def _prev_key(e:dict)->str|None:
 
 @patch
 def _in_doubt(self:Outbox, platforms, accept=None)->list:
-    "Entries another run started sending and never finished (it was killed): they go back to waiting, marked"
-    recs = [dict(op='doubt', key=e['key'], ts=self.clock()) for e in self.entries.values() if e['state'] == 'sending'
-            and e.get('run') != _RUN and (platforms is None or e['platform'] in platforms) and (accept is None or accept(e))]
+    "Entries a run that is gone began sending and never finished (it was killed): they go back to waiting, marked"
+    now = self.clock()
+    recs = [dict(op='doubt', key=e['key'], ts=now) for e in self.entries.values() if e['state'] == 'sending' and _gone(e)
+            and (platforms is None or e['platform'] in platforms) and (accept is None or accept(e))]
     if recs:
         log.warning("outbox: %d deliveries were being sent when multis stopped; they are sent again, marked", len(recs))
         self._append(*recs)
     return recs
 
-# %% ../../nbs/63b_chat.outbox.ipynb 23
+# %% ../../nbs/63b_chat.outbox.ipynb 25
 @patch
 def ready(self:Outbox, now:float|None=None, # seconds since the epoch
           platforms=None,                   # only these platforms (None: all)
@@ -164,7 +178,7 @@ def ready(self:Outbox, now:float|None=None, # seconds since the epoch
                         and ((p := _prev_key(e)) is None or es.get(p, {}).get('state') == 'delivered'))
         return sorted((dict(e) for e in es.values() if ok(e)), key=lambda e: (e['created'] or 0, e['part'] or 0))
 
-# %% ../../nbs/63b_chat.outbox.ipynb 25
+# %% ../../nbs/63b_chat.outbox.ipynb 27
 DOUBT_NOTE = "(sent again after a restart: it may have reached you already)"
 
 def _jsonable(receipt):
@@ -179,10 +193,10 @@ def _claim(self:Outbox, key:str)->dict|None:
         self._refresh()
         e = self.entries.get(key)
         if e is None or e['state'] != 'waiting': return None
-        self._append(dict(op='send', key=key, ts=self.clock(), run=_RUN))
+        self._append(dict(op='send', key=key, ts=self.clock(), run=_RUN, pid=os.getpid(), wall=time.time()))
         return dict(self.entries[key])
 
-# %% ../../nbs/63b_chat.outbox.ipynb 26
+# %% ../../nbs/63b_chat.outbox.ipynb 28
 @patch
 def _give_up(self:Outbox, e:dict, error:str)->list:
     "Records ending `e` (and its later parts) as failed, and the note to its chat"
@@ -207,7 +221,7 @@ def _finish(self:Outbox, e:dict, receipt, error:str|None):
         self.put(e['key'].rsplit('#', 1)[0] + '!failed', e['platform'], e['chat_id'], notice=True, job=e.get('job'),
                  text=f"I could not deliver this scheduled message after {e['attempts']} tries ({error}):\n{e['text'][:300]}")
 
-# %% ../../nbs/63b_chat.outbox.ipynb 27
+# %% ../../nbs/63b_chat.outbox.ipynb 29
 @patch
 def send_one(self:Outbox, e:dict,    # an entry from `ready`
              send:Callable,          # send(platform, chat_id, text) -> the platform's receipt (falsy: not delivered)
@@ -235,7 +249,7 @@ def deliver(self:Outbox, send:Callable,  # send(platform, chat_id, text) -> rece
     if self._lines > COMPACT_LINES: self.compact(now)
     return res
 
-# %% ../../nbs/63b_chat.outbox.ipynb 35
+# %% ../../nbs/63b_chat.outbox.ipynb 37
 @patch
 def snapshot(self:Outbox)->dict:
     "key -> entry, as the journal has it now"
@@ -246,7 +260,7 @@ def has(self:Outbox, key:str)->bool:
     "Whether delivery `key` is in the outbox (waiting, delivered or given up)"
     with self._locked(): self._refresh(); return key in self.entries
 
-# %% ../../nbs/63b_chat.outbox.ipynb 36
+# %% ../../nbs/63b_chat.outbox.ipynb 38
 @patch
 def counts(self:Outbox)->dict:
     "How many deliveries wait (or are being sent), were delivered, failed"
@@ -260,7 +274,7 @@ def last_of(self:Outbox, job:str)->dict|None:
     mine = [e for e in self.snapshot().values() if e.get('job') == job and not e.get('notice') and (e.get('part') or 1) == 1]
     return max(mine, key=lambda e: e['created'] or 0, default=None)
 
-# %% ../../nbs/63b_chat.outbox.ipynb 38
+# %% ../../nbs/63b_chat.outbox.ipynb 40
 @patch
 def compact(self:Outbox, now:float|None=None)->int:
     "Rewrite the journal as one line per entry, without those done more than `KEEP_DONE_DAYS` ago; lines dropped"
