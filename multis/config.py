@@ -35,6 +35,8 @@ DEFAULT_CONFIG = {
                  'max_parse_memory_mb': 1024, 'parse_timeout': 120, 'max_unzipped_mb': 100, 'max_zip_entries': 10000,
                  'max_zip_ratio': 100, 'ocr_languages': 'eng', 'ocr_page_timeout': 60, 'max_ocr_pages': 200},
     'embeddings': {'provider': '', 'model': '', 'base_url': '', 'api_key': '', 'weight': 0.7, 'memory_weight': 0.3},
+    'transcription': {'provider': '', 'base_url': '', 'model': 'whisper-1', 'api_key': '', 'max_mb': 20, 'max_seconds': 600,
+                      'timeout': 120, 'formats': ['ogg', 'wav', 'mp3', 'flac', 'webm', 'm4a']},
     'governance': {'enabled': True},
     'allow_groups': False,
     'rate_limit': {'per_minute': 10, 'per_day': 200},
@@ -276,6 +278,7 @@ def check_store_url(url, where:str='store URL')->str:
 SECRET_KEYS = {   # config key -> environment variables that may fill it ({provider: [...]} when it depends on `<section>.provider`)
     'llm.api_key': {'anthropic': ['ANTHROPIC_API_KEY'], 'openai': ['OPENAI_API_KEY']},
     'embeddings.api_key': {'openai': ['OPENAI_API_KEY']},
+    'transcription.api_key': {'openai': ['OPENAI_API_KEY']},
     'service.tokens': [],
     'pairing_code': ['MULTIS_PAIRING_CODE'],
 }
