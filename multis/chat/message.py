@@ -17,6 +17,8 @@ class Attachment:
     filename:str                 # the name as sent
     data:bytes|None=None         # the bytes, when the platform already has them
     fetch:Callable|None=None     # () -> bytes, for platforms that download on demand
+    kind:str='document'          # 'document', 'photo' (indexed like a document) or 'audio' (transcribed)
+    duration:float|None=None     # an audio's length in seconds, when the platform says
 
     def read(self)->bytes:
         "The file's bytes, fetched once if needed"

@@ -4,13 +4,14 @@
 
 # %% auto 0
 __all__ = ['TELEGRAM_API', 'TELEGRAM_LIMIT', 'MAX_AGE', 'EXPIRED', 'log', 'DOWNLOAD_TIMEOUT', 'ALLOWED_UPDATES', 'telegram_urls',
-           'tg_len', 'split_message', 'normalise_command', 'is_stale', 'to_message', 'document_refusal',
-           'scope_keyboard', 'router_executor', 'TelegramPlatform', 'build_application']
+           'tg_len', 'split_message', 'normalise_command', 'is_stale', 'to_message', 'document_refusal', 'upload_of',
+           'upload_refusal', 'scope_keyboard', 'router_executor', 'TelegramPlatform', 'build_application']
 
 # %% ../../nbs/71_platforms.telegram.ipynb 2
 import asyncio, logging, re, threading, time, warnings
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Callable
 from urllib.parse import urlsplit
 from fastcore.basics import patch, store_attr
@@ -21,6 +22,7 @@ from ..core import MultisError
 from ..config import cfg_get
 from ..documents.indexer import IndexLimits
 from ..chat.message import Attachment, Message
+from ..answer.transcribe import AudioLimits, audio_refusal
 from ..chat.platform import Platform
 from .builtin import TelegramSpec
 from ..chat.commands import SCOPES
@@ -116,13 +118,36 @@ def document_refusal(document,   # a telegram.Document (file_name, file_size)
     return f"{document.file_name or 'That file'} is too large to index ({size / 2**20:.1f} MB; the limit is {limits.max_mb:g} MB)."
 
 # %% ../../nbs/71_platforms.telegram.ipynb 30
+def _seconds(f)->float|None:
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        d = getattr(f, 'duration', None)
+    return d.total_seconds() if hasattr(d, 'total_seconds') else d
+
+def upload_of(tg)->tuple|None:
+    "(kind, Telegram file, file name, seconds) of the document, largest photo, voice note or audio of `tg`; None"
+    if doc := getattr(tg, 'document', None): return 'document', doc, doc.file_name or 'document', None
+    if photo := getattr(tg, 'photo', None):
+        p = max(photo, key=lambda s: (s.width or 0) * (s.height or 0)); return 'photo', p, f"photo_{p.file_unique_id}.jpg", None
+    if voice := getattr(tg, 'voice', None): return 'audio', voice, 'voice.ogg', _seconds(voice)
+    if audio := getattr(tg, 'audio', None): return 'audio', audio, audio.file_name or 'audio', _seconds(audio)
+    return None
+
+# %% ../../nbs/71_platforms.telegram.ipynb 31
+def upload_refusal(up:tuple, cfg:dict)->str|None:
+    "Why the upload `up` (see `upload_of`) is refused before download, or None"
+    kind, f, name, secs = up
+    if kind == 'audio': return audio_refusal(f.file_size or 0, secs, AudioLimits.from_config(cfg), 'That voice note' if name == 'voice.ogg' else name)
+    return document_refusal(SimpleNamespace(file_name=name if kind == 'document' else 'That photo', file_size=f.file_size), cfg)
+
+# %% ../../nbs/71_platforms.telegram.ipynb 34
 EXPIRED = "That question has expired; send the file again."
 
 def scope_keyboard()->InlineKeyboardMarkup:
     "Inline buttons `kb` and `admin` answering the scope question"
     return InlineKeyboardMarkup([[InlineKeyboardButton(s, callback_data=s) for s in SCOPES]])
 
-# %% ../../nbs/71_platforms.telegram.ipynb 33
+# %% ../../nbs/71_platforms.telegram.ipynb 37
 _EXECUTOR, _EXECUTOR_LOCK = None, threading.Lock()
 
 def router_executor()->ThreadPoolExecutor:
@@ -132,7 +157,7 @@ def router_executor()->ThreadPoolExecutor:
         if _EXECUTOR is None: _EXECUTOR = ThreadPoolExecutor(1, thread_name_prefix='multis-router')
         return _EXECUTOR
 
-# %% ../../nbs/71_platforms.telegram.ipynb 36
+# %% ../../nbs/71_platforms.telegram.ipynb 40
 log = logging.getLogger(__name__)
 
 class TelegramPlatform(TelegramSpec, Platform):
@@ -151,7 +176,7 @@ class TelegramPlatform(TelegramSpec, Platform):
 
     def __repr__(self): return f"TelegramPlatform({'running' if self.app else 'stopped'})"
 
-# %% ../../nbs/71_platforms.telegram.ipynb 38
+# %% ../../nbs/71_platforms.telegram.ipynb 42
 def _waiting(router:Router, m:Message)->bool:
     "Whether a kb-or-admin question waits in the chat of `m`"
     p = router.pending.get(router._chat_key(m))
@@ -163,13 +188,13 @@ def _handle(self:TelegramPlatform, m:Message, button:bool=False)->tuple:
     if button and not _waiting(self.router, m): return EXPIRED, False
     return self.router.handle(m), _waiting(self.router, m)
 
-# %% ../../nbs/71_platforms.telegram.ipynb 39
+# %% ../../nbs/71_platforms.telegram.ipynb 43
 @patch
 async def _run(self:TelegramPlatform, fn:Callable, *args):
     "Run a blocking call on the executor"
     return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
-# %% ../../nbs/71_platforms.telegram.ipynb 41
+# %% ../../nbs/71_platforms.telegram.ipynb 45
 DOWNLOAD_TIMEOUT = 300
 
 def _on_loop(loop)->bool:
@@ -187,7 +212,7 @@ def _fetcher(self:TelegramPlatform, filename:str, file_id:str)->Callable:
         except (TelegramError, TimeoutError) as e: raise MultisError(f"{filename}: Telegram could not deliver the file ({e or 'timed out'})") from None
     return fetch
 
-# %% ../../nbs/71_platforms.telegram.ipynb 43
+# %% ../../nbs/71_platforms.telegram.ipynb 47
 def _retry_wait(e:Exception, backoff:float)->float|None:
     "Seconds to wait before trying again after `e`, or None when retrying cannot help"
     if isinstance(e, RetryAfter):
@@ -208,7 +233,7 @@ async def _send_part(self:TelegramPlatform, chat_id, text:str, markup=None):
             log.info("Telegram: sending to chat %s failed (%s); trying again in %.1f s", chat_id, e, wait)
             await asyncio.sleep(wait)
 
-# %% ../../nbs/71_platforms.telegram.ipynb 44
+# %% ../../nbs/71_platforms.telegram.ipynb 48
 @patch
 async def send(self:TelegramPlatform,
                chat_id,                 # the Telegram chat id
@@ -226,13 +251,13 @@ async def send(self:TelegramPlatform,
         ids.append(msg.message_id)
     return ids
 
-# %% ../../nbs/71_platforms.telegram.ipynb 46
+# %% ../../nbs/71_platforms.telegram.ipynb 50
 async def _quietly(aw):
     "Await a Telegram call whose failure does not matter"
     try: return await aw
     except TelegramError as e: log.debug("Telegram: %s", e)
 
-# %% ../../nbs/71_platforms.telegram.ipynb 47
+# %% ../../nbs/71_platforms.telegram.ipynb 51
 @patch
 def _answers(self:TelegramPlatform, m:Message)->bool:
     "Whether multis answers the sender of `m` here (owner or paired, in a chat it serves)"
@@ -240,28 +265,28 @@ def _answers(self:TelegramPlatform, m:Message)->bool:
     return role_of(m, cfg) != 'stranger' and (m.chat_type == 'private' or bool(cfg.get('allow_groups')))
 
 @patch
-async def _attach(self:TelegramPlatform, m:Message, doc)->bool:
-    "Attach an uploaded document to `m`; False when it was refused for its size"
-    if self._answers(m) and (why := document_refusal(doc, self.cfg)):
+async def _attach(self:TelegramPlatform, m:Message, up:tuple)->bool:
+    "Attach the upload `up` (see `upload_of`) to `m`; False when it was refused for its size or length"
+    if self._answers(m) and (why := upload_refusal(up, self.cfg)):
         await self.send(m.chat_id, why)
         return False
-    name = doc.file_name or 'document'
-    m.attachment = Attachment(name, fetch=self._fetcher(name, doc.file_id))
+    kind, f, name, secs = up
+    m.attachment = Attachment(name, fetch=self._fetcher(name, f.file_id), kind=kind, duration=secs)
     return True
 
-# %% ../../nbs/71_platforms.telegram.ipynb 48
+# %% ../../nbs/71_platforms.telegram.ipynb 52
 @patch
 async def on_message(self:TelegramPlatform, update, context=None):
-    "Handle a text or document message: route it, send the reply"
+    "Handle a text, document, photo, voice or audio message: route it, send the reply"
     tg = update.message
     if tg is None or (self.started_at and is_stale(tg.date, self.started_at)): return
     m = to_message(tg, self.username)
-    if m is None or (tg.document and not await self._attach(m, tg.document)): return
+    if m is None or ((up := upload_of(tg)) and not await self._attach(m, up)): return
     if self._answers(m): await _quietly(self.bot.send_chat_action(m.chat_id, 'typing'))
     reply, asks = await self._run(self._handle, m)
     if reply: await self.send(m.chat_id, reply, scope_keyboard() if asks else None)
 
-# %% ../../nbs/71_platforms.telegram.ipynb 50
+# %% ../../nbs/71_platforms.telegram.ipynb 54
 @patch
 async def on_callback(self:TelegramPlatform, update, context=None):
     "Handle a kb/admin button press"
@@ -280,7 +305,7 @@ async def on_error(self:TelegramPlatform, update, context):
     "Log an error raised while handling an update; the bot carries on"
     log.error("Telegram: error while handling an update", exc_info=context.error)
 
-# %% ../../nbs/71_platforms.telegram.ipynb 70
+# %% ../../nbs/71_platforms.telegram.ipynb 74
 def build_application(token:str,        # the bot token
                       base_url:str='',  # `platforms.telegram.base_url`
                      )->Application:
@@ -289,7 +314,7 @@ def build_application(token:str,        # the bot token
     return (Application.builder().token(token).base_url(api).base_file_url(files)
             .connect_timeout(10).read_timeout(30).write_timeout(30).job_queue(None).build())
 
-# %% ../../nbs/71_platforms.telegram.ipynb 73
+# %% ../../nbs/71_platforms.telegram.ipynb 77
 ALLOWED_UPDATES = ['message', 'callback_query']
 
 def _quiet_http_logs():
@@ -299,17 +324,17 @@ def _quiet_http_logs():
 
 def _polling_error(e:TelegramError): log.warning("Telegram: polling failed (%s); retrying", e)
 
-# %% ../../nbs/71_platforms.telegram.ipynb 74
+# %% ../../nbs/71_platforms.telegram.ipynb 78
 @patch
 def _build(self:TelegramPlatform, token:str)->Application:
     "The Application with this platform's handlers"
     app = build_application(token, cfg_get(self.cfg, 'platforms.telegram.base_url') or '')
-    app.add_handler(MessageHandler(filters.UpdateType.MESSAGE & (filters.TEXT | filters.Document.ALL), self.on_message))
+    app.add_handler(MessageHandler(filters.UpdateType.MESSAGE & (filters.TEXT | filters.Document.ALL | filters.PHOTO | filters.VOICE | filters.AUDIO), self.on_message))
     app.add_handler(CallbackQueryHandler(self.on_callback))
     app.add_error_handler(self.on_error)
     return app
 
-# %% ../../nbs/71_platforms.telegram.ipynb 75
+# %% ../../nbs/71_platforms.telegram.ipynb 79
 @patch
 async def _connect(self:TelegramPlatform):
     "Initialize the Application (getMe), retrying network errors"
@@ -322,7 +347,7 @@ async def _connect(self:TelegramPlatform):
             log.warning("Telegram: cannot reach %s (%s); trying again", host, e)
             await asyncio.sleep(min(30, self.retry_delay * 2**attempt))
 
-# %% ../../nbs/71_platforms.telegram.ipynb 76
+# %% ../../nbs/71_platforms.telegram.ipynb 80
 @patch
 async def start(self:TelegramPlatform):
     "Connect to Telegram and start long polling; a MultisError when it cannot"
@@ -341,7 +366,7 @@ async def start(self:TelegramPlatform):
         if isinstance(e, TelegramError): raise MultisError(f"Telegram: could not start polling ({e}).") from None
         raise
 
-# %% ../../nbs/71_platforms.telegram.ipynb 78
+# %% ../../nbs/71_platforms.telegram.ipynb 82
 @patch
 async def stop(self:TelegramPlatform):
     "Stop polling, finish the messages being handled (replies included), disconnect"

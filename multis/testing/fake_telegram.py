@@ -141,7 +141,46 @@ def push_document(self:FakeBotAPI,
     extra = {'caption': caption} if caption else {}
     return self._push(message=self._incoming(chat_id, user_id, date, chat_type, document=doc, **extra))
 
+# %% ../../nbs/96_testing.fake_telegram.ipynb 24
+@patch
+def _store_file(self:FakeBotAPI, data:bytes, folder:str, suffix:str, prefix:str='F')->dict:
+    "Keep `data` for getFile and the download path; its `file_id`, `file_unique_id` and `file_size`"
+    n = len(self.files) + 1
+    file_id = f"{prefix}{n}"
+    self.files[file_id] = {'path': f"{folder}/file_{n}{suffix}", 'data': bytes(data)}
+    return {'file_id': file_id, 'file_unique_id': f"U{file_id}", 'file_size': len(data)}
+
+@patch
+def push_voice(self:FakeBotAPI,
+               chat_id:int, user_id:int,
+               data:bytes,               # the recording (Telegram's are OGG/Opus)
+               duration:int=1,           # the length Telegram reports, in seconds
+               file_size:int|None=None,  # the size Telegram reports (default len(data))
+               audio_name:str|None=None, # a file name: sent as an audio file rather than a voice note
+               date:float|None=None, chat_type:str|None=None,
+              )->dict:                   # the update
+    "Queue a voice note (or, with `audio_name`, an audio file) and store its file"
+    f = self._store_file(data, 'voice' if audio_name is None else 'music', '.oga' if audio_name is None else PurePosixPath(audio_name).suffix, 'VOICE')
+    f |= {'duration': duration, 'mime_type': 'audio/ogg'} | ({} if file_size is None else {'file_size': file_size})
+    key, f = ('voice', f) if audio_name is None else ('audio', f | {'file_name': audio_name})
+    return self._push(message=self._incoming(chat_id, user_id, date, chat_type, **{key: f}))
+
 # %% ../../nbs/96_testing.fake_telegram.ipynb 25
+@patch
+def push_photo(self:FakeBotAPI,
+               chat_id:int, user_id:int,
+               data:bytes,               # the photo (a JPEG, as Telegram sends them)
+               width:int=1280, height:int=960, # its size
+               caption:str|None=None,    # the caption typed with it
+               date:float|None=None, chat_type:str|None=None,
+              )->dict:                   # the update
+    "Queue a photo message: a small thumbnail (not the photo) and the photo itself, as Telegram sends them"
+    thumb = self._store_file(b'thumbnail, not the photo', 'photos', '.jpg', 'PHOTO') | {'width': 90, 'height': 68}
+    full = self._store_file(data, 'photos', '.jpg', 'PHOTO') | {'width': width, 'height': height}
+    extra = {'caption': caption} if caption else {}
+    return self._push(message=self._incoming(chat_id, user_id, date, chat_type, photo=[thumb, full], **extra))
+
+# %% ../../nbs/96_testing.fake_telegram.ipynb 27
 @patch
 def push_callback(self:FakeBotAPI,
                   chat_id:int, user_id:int,
@@ -156,7 +195,7 @@ def push_callback(self:FakeBotAPI,
     return self._push(callback_query={'id': f"CB{next(self._cb_ids)}", 'from': tg_user(user_id),
                                       'chat_instance': f"CI{chat_id}", 'message': msg, 'data': data})
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 27
+# %% ../../nbs/96_testing.fake_telegram.ipynb 29
 @patch
 def fail_next(self:FakeBotAPI,
               method:str,                 # e.g. 'getUpdates', 'sendMessage'
@@ -174,7 +213,7 @@ def error_body(status:int, retry_after:int|None=None)->dict:
             404: 'Not Found', 429: f'Too Many Requests: retry after {retry_after}', 502: 'Bad Gateway'}.get(status, 'Internal Server Error')
     return {'ok': False, 'error_code': status, 'description': desc} | ({'parameters': {'retry_after': retry_after}} if retry_after else {})
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 28
+# %% ../../nbs/96_testing.fake_telegram.ipynb 30
 @patch
 def fail_rate(self:FakeBotAPI,
               method:str,                 # e.g. 'sendMessage'
@@ -186,7 +225,7 @@ def fail_rate(self:FakeBotAPI,
     with self._cond: self._rates[method.lower()] = (rate, random.Random(seed), status)
     return self
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 31
+# %% ../../nbs/96_testing.fake_telegram.ipynb 33
 @patch
 def _get_updates(self:FakeBotAPI, p:dict)->list:
     offset, limit = p.get('offset') or 0, p.get('limit') or 100
@@ -198,7 +237,7 @@ def _get_updates(self:FakeBotAPI, p:dict)->list:
             if self.updates or self._stopped or left <= 0: return self.updates[:limit]
             self._cond.wait(left)
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 33
+# %% ../../nbs/96_testing.fake_telegram.ipynb 35
 class _ApiError(Exception):
     "A Bot API error answer: HTTP status and description"
     def __init__(self, status:int, description:str): self.status,self.description = status,description
@@ -213,7 +252,7 @@ def _send_message(self:FakeBotAPI, p:dict)->dict:
     res = {'message_id': rec['message_id'], 'date': int(time.time()), 'chat': tg_chat(p['chat_id']), 'from': self.me, 'text': p['text']}
     return res | ({'reply_markup': rec['reply_markup']} if rec['reply_markup'] else {})
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 34
+# %% ../../nbs/96_testing.fake_telegram.ipynb 36
 @patch
 def _edit_markup(self:FakeBotAPI, p:dict)->dict:
     self.edits.append({k: p.get(k) for k in ('chat_id', 'message_id', 'reply_markup')})
@@ -225,7 +264,7 @@ def _get_file(self:FakeBotAPI, p:dict)->dict:
     if f is None: raise _ApiError(400, 'Bad Request: invalid file_id')
     return {'file_id': p['file_id'], 'file_unique_id': f"U{p['file_id']}", 'file_size': len(f['data']), 'file_path': f['path']}
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 35
+# %% ../../nbs/96_testing.fake_telegram.ipynb 37
 @patch
 def _method(self:FakeBotAPI, method:str):
     "The function answering `method` (Bot API method names are case-insensitive), or None"
@@ -237,7 +276,7 @@ def _method(self:FakeBotAPI, method:str):
             **{m: (lambda p: True) for m in ('deletewebhook', 'setmycommands', 'deletemycommands', 'close', 'logout')}
            }.get(method.lower())
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 37
+# %% ../../nbs/96_testing.fake_telegram.ipynb 39
 def _read_params(h:BaseHTTPRequestHandler)->dict:
     raw = h.rfile.read(int(h.headers.get('Content-Length') or 0))
     params = dict(parse_qsl(urlparse(h.path).query))
@@ -253,7 +292,7 @@ def _reply(h:BaseHTTPRequestHandler, status:int, body, ctype:str='application/js
     h.end_headers()
     h.wfile.write(data)
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 38
+# %% ../../nbs/96_testing.fake_telegram.ipynb 40
 @patch
 def _download(self:FakeBotAPI, h:BaseHTTPRequestHandler, file_path:str):
     f = next((f for f in self.files.values() if f['path'] == file_path), None)
@@ -271,7 +310,7 @@ def _handle(self:FakeBotAPI, h:BaseHTTPRequestHandler):
     if is_file: return self._download(h, rest)
     self._call(h, rest, _read_params(h))
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 39
+# %% ../../nbs/96_testing.fake_telegram.ipynb 41
 @patch
 def _call(self:FakeBotAPI, h:BaseHTTPRequestHandler, method:str, params:dict):
     with self._cond:
@@ -286,7 +325,7 @@ def _call(self:FakeBotAPI, h:BaseHTTPRequestHandler, method:str, params:dict):
     try: _reply(h, 200, {'ok': True, 'result': fn(params)})
     except _ApiError as e: _reply(h, e.status, {'ok': False, 'error_code': e.status, 'description': e.description})
 
-# %% ../../nbs/96_testing.fake_telegram.ipynb 41
+# %% ../../nbs/96_testing.fake_telegram.ipynb 45
 @patch
 def wait_sent(self:FakeBotAPI,
               n:int,              # how many sent messages to wait for (in total)
