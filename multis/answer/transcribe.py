@@ -169,7 +169,10 @@ def __call__(self:Transcriber,
     "The transcript of `data`: capped, converted when needed, sent to the server"
     return self._send(*prepare(data, self.limits, seconds))
 
-def transcribe(cfg:dict, data:bytes, seconds:float|None=None)->str:
+def transcribe(cfg:dict,
+               data,                   # the audio's bytes, or a function returning them (called only with a server set up)
+               seconds:float|None=None, # its length, when the platform says
+              )->str:
     "The transcript of `data` by the server `cfg` sets up; a `TranscriptionError` saying how to set one up when none is"
     if (tr := transcriber_from_config(cfg)) is None: raise TranscriptionError(NO_PROVIDER)
-    return tr(data, seconds)
+    return tr(data() if callable(data) else data, seconds)

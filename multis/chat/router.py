@@ -248,7 +248,7 @@ def heard(text:str)->str:
 def _voice(self:Router, m:Message, role:str)->str|None:
     "Transcribe the audio of `m`, then handle its words as the message's text"
     att = m.attachment
-    m.text, m.attachment = transcribe(self.cfg, att.read(), att.duration), None
+    m.text, m.attachment = transcribe(self.cfg, att.read, att.duration), None
     self._audit('voice', m, role=role, seconds=att.duration, chars=len(m.text))
     act = self._user_action(m, role, parse_command(m.text, command_prefix(m.platform, self.cfg)))
     reply = act() if act else None

@@ -4,8 +4,8 @@
 
 # %% auto 0
 __all__ = ['log', 'TAG', 'TOKEN_HELP', 'MAX_TRIES', 'CHAT_PAGE', 'MAX_CHAT_PAGES', 'MAX_MESSAGE_PAGES', 'MAX_BACKOFF',
-           'sort_value', 'is_newer', 'BeeperCursor', 'is_self_chat', 'beeper_message', 'BeeperPlatform', 'tagged',
-           'own_ids']
+           'sort_value', 'is_newer', 'BeeperCursor', 'is_self_chat', 'audio_of', 'beeper_message', 'BeeperPlatform',
+           'tagged', 'own_ids']
 
 # %% ../../nbs/72_platforms.beeper.ipynb 2
 import asyncio, json, logging, math, time
@@ -14,9 +14,10 @@ from pathlib import Path
 from fastcore.basics import patch
 from beeper_desktop_api import (BeeperDesktop, APIConnectionError, APIStatusError, AuthenticationError,
                                 NotFoundError, PermissionDeniedError)
-from ..core import atomic_write, multis_home
+from ..core import MultisError, atomic_write, multis_home
 from ..config import cfg_get
-from ..chat.message import Message
+from ..chat.message import Attachment, Message
+from ..answer.transcribe import AudioLimits, audio_refusal
 from ..chat.platform import Platform
 from .builtin import BeeperSpec, DEFAULT_URL
 
@@ -71,14 +72,19 @@ def is_self_chat(chat,        # a chat from the API
     return getattr(chat, 'type', None) == 'single' and bool(users) and complete and all(_is_me(u, me) for u in users)
 
 # %% ../../nbs/72_platforms.beeper.ipynb 19
+def audio_of(m)->object|None:
+    "The first audio attachment (a voice note or a sound file) of Beeper message `m`, or None"
+    return next((a for a in getattr(m, 'attachments', None) or [] if getattr(a, 'type', None) == 'audio' and getattr(a, 'src_url', None)), None)
+
+# %% ../../nbs/72_platforms.beeper.ipynb 22
 TAG = '[multis]'
 
 def _skipped(m)->bool:
-    "Messages never handed over: ours, deleted, hidden, not text, empty"
+    "Messages never handed over: ours, deleted, hidden, empty, neither text nor audio"
     text = (getattr(m, 'text', None) or '').lstrip()
-    if not text or text.startswith(TAG): return True
     gone = getattr(m, 'is_deleted', False) or getattr(m, 'is_hidden', False)
-    return bool(gone) or getattr(m, 'type', None) not in (None, 'TEXT')
+    if text.startswith(TAG) or gone: return True
+    return not audio_of(m) and (not text or getattr(m, 'type', None) not in (None, 'TEXT'))
 
 def beeper_message(m, chat, me:set=frozenset(), self_chat:bool=False)->Message|None:
     "The router's `Message` for Beeper message `m` in `chat`, or None for one multis never handles"
@@ -89,7 +95,7 @@ def beeper_message(m, chat, me:set=frozenset(), self_chat:bool=False)->Message|N
                    route_hint='natural' if mine and self_chat else None, sender_name=getattr(m, 'sender_name', None) or '',
                    msg_id=getattr(m, 'id', None))
 
-# %% ../../nbs/72_platforms.beeper.ipynb 22
+# %% ../../nbs/72_platforms.beeper.ipynb 25
 TOKEN_HELP = "Beeper rejected the token: set platforms.beeper.token (Beeper Desktop > Settings > Developers)"
 MAX_TRIES, CHAT_PAGE, MAX_CHAT_PAGES, MAX_MESSAGE_PAGES, MAX_BACKOFF = 3, 50, 20, 20, 60
 
@@ -112,7 +118,7 @@ class BeeperPlatform(BeeperSpec, Platform):
 
     def __repr__(self): return f"BeeperPlatform({self.url}, {len(self.cursor.chats)} chats tracked, problem={self.problem})"
 
-# %% ../../nbs/72_platforms.beeper.ipynb 24
+# %% ../../nbs/72_platforms.beeper.ipynb 27
 @patch
 def _chats_with_news(self:BeeperPlatform):
     "Chats that may hold unseen messages, most recently active first"
@@ -127,7 +133,7 @@ def _chats_with_news(self:BeeperPlatform):
                 yield chat
         if not news or i + 1 >= MAX_CHAT_PAGES: return
 
-# %% ../../nbs/72_platforms.beeper.ipynb 26
+# %% ../../nbs/72_platforms.beeper.ipynb 29
 @patch
 def _read_back(self:BeeperPlatform, chat_id:str, keep)->list:
     "Messages of `chat_id`, read newest first until a page holds one `keep` rejects; all those read, oldest first"
@@ -140,7 +146,7 @@ def _read_back(self:BeeperPlatform, chat_id:str, keep)->list:
             log.warning("Beeper chat %s: more than %d pages of new messages; older ones are skipped", chat_id, i + 1); break
     return sorted(seen, key=lambda m: sort_value(m.sort_key))
 
-# %% ../../nbs/72_platforms.beeper.ipynb 28
+# %% ../../nbs/72_platforms.beeper.ipynb 31
 def _epoch(m)->float:
     t = getattr(m, 'timestamp', None)
     return t.timestamp() if hasattr(t, 'timestamp') else math.inf
@@ -161,22 +167,34 @@ def _unseen(self:BeeperPlatform, chat, first:bool)->list:
     self.cursor.chats[chat.id] = old[-1].sort_key if old else None
     return msgs[len(old):]
 
-# %% ../../nbs/72_platforms.beeper.ipynb 30
+# %% ../../nbs/72_platforms.beeper.ipynb 33
 @patch
 def _router_message(self:BeeperPlatform, chat, m, self_chat:bool)->Message|None:
     "The `Message` to hand to the router, or None when multis must leave `m` alone"
     msg = beeper_message(m, chat, self.me or set(), self_chat)
+    if msg is not None and (a := audio_of(m)): msg.attachment = self._audio(a)
     if msg is None or msg.is_self: return msg
     if self.router.chat_mode(msg) != 'business': return None
     msg.route_hint = 'business'
     return msg
 
-# %% ../../nbs/72_platforms.beeper.ipynb 32
+# %% ../../nbs/72_platforms.beeper.ipynb 34
+@patch
+def _audio(self:BeeperPlatform, a)->Attachment:
+    "The audio attachment `a` as an `Attachment` Beeper Desktop serves on first use, refused first when too large or long"
+    name = a.file_name or 'voice.ogg'
+    def fetch()->bytes:
+        if why := audio_refusal(int(a.file_size or 0), a.duration, AudioLimits.from_config(self.router.cfg)): raise MultisError(why)
+        try: return self.client.assets.serve(url=a.src_url).read()
+        except (APIConnectionError, APIStatusError) as e: raise MultisError(f"{name}: Beeper could not deliver the file ({type(e).__name__})") from None
+    return Attachment(name, fetch=fetch, kind='audio', duration=a.duration)
+
+# %% ../../nbs/72_platforms.beeper.ipynb 38
 def tagged(text:str)->str:
     "`text` starting with `[multis]`, as every message multis sends does"
     return text if text.startswith(TAG) else f"{TAG} {text}"
 
-# %% ../../nbs/72_platforms.beeper.ipynb 34
+# %% ../../nbs/72_platforms.beeper.ipynb 40
 @patch
 def _done(self:BeeperPlatform, chat_id:str, key:str, reply:str|None):
     "Record message `key` as handled (with its reply queued), save, then send what is queued"
@@ -196,7 +214,7 @@ def _failed(self:BeeperPlatform, chat_id:str, key:str)->bool:
     self.failures.pop((chat_id, key)); self.cursor.advance(chat_id, key); self.cursor.save()
     return True
 
-# %% ../../nbs/72_platforms.beeper.ipynb 36
+# %% ../../nbs/72_platforms.beeper.ipynb 42
 def _may_pass_later(e:APIStatusError)->bool: return e.status_code in (401, 403, 408, 429) or e.status_code >= 500
 
 @patch
@@ -210,13 +228,13 @@ def _flush_outbox(self:BeeperPlatform):
             log.error("Beeper refused a reply to chat %s (%s); it is dropped", chat_id, e.status_code)
         self.cursor.outbox.pop(0); self.cursor.save()
 
-# %% ../../nbs/72_platforms.beeper.ipynb 39
+# %% ../../nbs/72_platforms.beeper.ipynb 45
 @patch
 def send_text(self:BeeperPlatform, chat_id:str, text:str)->str:
     "Send `text` to `chat_id` now, prefixed `[multis] ` (blocking; raises the client's errors); Beeper's pending message id"
     return self.client.messages.send(chat_id, text=tagged(text)).pending_message_id
 
-# %% ../../nbs/72_platforms.beeper.ipynb 42
+# %% ../../nbs/72_platforms.beeper.ipynb 48
 @patch
 def _handle(self:BeeperPlatform, chat, m, self_chat:bool)->bool:
     "Deal with message `m`: hand it to the router or leave it alone; False if the router failed (the chat waits)"
@@ -241,13 +259,13 @@ def _poll_chat(self:BeeperPlatform, chat, first:bool):
         if (pv := getattr(chat, 'preview', None)) is not None: self.cursor.advance(chat.id, pv.sort_key)
     self.cursor.save()
 
-# %% ../../nbs/72_platforms.beeper.ipynb 44
+# %% ../../nbs/72_platforms.beeper.ipynb 50
 def own_ids(client:BeeperDesktop)->set:
     "The owner's user ids on every connected account (`GET /v1/accounts`)"
     try: return {a.user.id for a in client.accounts.list() if getattr(a, 'user', None)}
     except NotFoundError: return set()
 
-# %% ../../nbs/72_platforms.beeper.ipynb 46
+# %% ../../nbs/72_platforms.beeper.ipynb 52
 class _NoToken(Exception): "No Beeper token in the config"
 
 @patch
@@ -265,7 +283,7 @@ def _poll(self:BeeperPlatform):
         log.info("Beeper: first poll; %d chats start after their newest message (history is not answered)",
                  len(self.cursor.chats))
 
-# %% ../../nbs/72_platforms.beeper.ipynb 48
+# %% ../../nbs/72_platforms.beeper.ipynb 54
 @patch
 def _trouble(self:BeeperPlatform, e:Exception):
     "Log a problem once per episode and back off"
@@ -291,7 +309,7 @@ def poll_once(self:BeeperPlatform)->int:
     self.problem, self.backoff = None, 0.0
     return self.handled
 
-# %% ../../nbs/72_platforms.beeper.ipynb 50
+# %% ../../nbs/72_platforms.beeper.ipynb 56
 @patch
 async def start(self:BeeperPlatform):
     "Start polling Beeper in the background"
@@ -308,7 +326,7 @@ async def _run(self:BeeperPlatform):
         try: await asyncio.wait_for(self._wake.wait(), self.backoff or self.poll_interval)
         except asyncio.TimeoutError: pass
 
-# %% ../../nbs/72_platforms.beeper.ipynb 51
+# %% ../../nbs/72_platforms.beeper.ipynb 57
 @patch
 async def stop(self:BeeperPlatform):
     "Stop polling after the message in hand; the cursor is saved"
@@ -318,7 +336,7 @@ async def stop(self:BeeperPlatform):
     self._task, self._stopping = None, False
     self.cursor.save()
 
-# %% ../../nbs/72_platforms.beeper.ipynb 52
+# %% ../../nbs/72_platforms.beeper.ipynb 58
 @patch
 async def send(self:BeeperPlatform, chat_id:str, text:str)->str:
     "Send `text` to `chat_id`, prefixed `[multis] ` (raises the client's errors); the receipt: Beeper's pending message id"
