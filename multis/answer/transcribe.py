@@ -8,7 +8,7 @@ __all__ = ['openai', 'httpx', 'NO_PROVIDER', 'FFMPEG_MISSING', 'NOT_AUDIO', 'OPE
            'transcriber_from_config', 'transcribe']
 
 # %% ../../nbs/33_answer.transcribe.ipynb 2
-import json, resource, shutil, subprocess, tempfile
+import json, math, resource, shutil, subprocess, tempfile
 from dataclasses import dataclass, fields
 from pathlib import Path
 from fastcore.basics import patch
@@ -59,7 +59,7 @@ def audio_refusal(size:int,               # bytes (0: unknown)
     if size > limits.max_bytes:
         return f"{what} is too large to transcribe ({size / 2**20:.1f} MB; the limit is {limits.max_mb:g} MB, transcription.max_mb)."
     if seconds and seconds > limits.max_seconds:
-        return f"{what} is too long to transcribe ({_clock(seconds)}; the limit is {_clock(limits.max_seconds)}, transcription.max_seconds)."
+        return f"{what} is too long to transcribe ({_clock(math.ceil(seconds))}; the limit is {_clock(limits.max_seconds)}, transcription.max_seconds)."
     return None
 
 # %% ../../nbs/33_answer.transcribe.ipynb 13
