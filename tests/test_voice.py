@@ -1,7 +1,7 @@
 """Voice notes and photos through the fake Bot API and the real python-telegram-bot; transcription through the fake
 OpenAI-compatible server and the real openai client: a photographed recipe is searchable, a spoken question is answered
 from the documents, and every failure is one line with nothing lost"""
-import asyncio, shutil, socket, subprocess
+import asyncio, itertools, shutil, subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import pymupdf, pytest
@@ -11,9 +11,11 @@ from multis.documents.ocr import OcrOptions, ocr_problem
 from multis.memory.chat import ChatMemory
 from multis.testing.fake_llm import FakeLLMServer
 from multis.testing.fake_telegram import FakeBotAPI
+from multis.testing.fake_beeper import FakeBeeperAPI
 from multis.testing.providers import FakeProvider
 from multis.chat.router import Router
 from multis.platforms.telegram import TelegramPlatform
+from multis.platforms.beeper import BeeperPlatform
 
 OWNER = 100
 QUESTION = 'what do I need for the roast tomato soup'
@@ -38,10 +40,6 @@ def photo_jpeg(lines:list, dpi:int=150)->bytes:
     doc = pymupdf.open(); p = doc.new_page()
     for i, line in enumerate(lines): p.insert_text((72, 100 + 24*i), line, fontsize=16)
     return p.get_pixmap(dpi=dpi).tobytes('jpg', jpg_quality=85)
-
-
-def free_port()->int:
-    with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
 
 
 class World:
@@ -220,3 +218,27 @@ def test_ffmpeg_missing_names_what_to_install(make_world, monkeypatch):
         assert reply.startswith('Voice notes need ffmpeg') and 'apt install ffmpeg' in reply and '\n' not in reply
         assert w.audio_requests() == []
     run(make_world({'model': 'whisper-1'}), scenario)
+
+
+@needs_speech
+def test_beeper_voice_note_in_note_to_self_is_answered(tmp_path, data_store, monkeypatch):
+    home = tmp_path/'beeper-home'
+    home.mkdir()
+    monkeypatch.setenv('MULTIS_HOME', str(home))
+    ogg, clock, notes = voice_note(tmp_path), itertools.count(1_800_000_000).__next__, '!notes:beeper.com'
+    with FakeBeeperAPI(token='tok', clock=clock) as fake, FakeLLMServer() as stt:
+        stt.transcript = QUESTION
+        fake.add_chat(notes, 'Notes', is_self_chat=True)
+        cfg = deep_merge(DEFAULT_CONFIG, {'memory': {'capture_threshold': 1000},
+                                          'platforms': {'beeper': {'enabled': True, 'url': fake.url, 'token': 'tok'}},
+                                          'transcription': {'provider': 'openai', 'base_url': f'{stt.url}/v1'}})
+        router = Router(data_store, cfg, home=home, provider=FakeProvider())
+        bp = BeeperPlatform(router, cfg, home=home, clock=clock)
+        try:
+            assert bp.poll_once() == 0
+            fake.push_voice(notes, ogg, duration=3)
+            assert bp.poll_once() == 1
+            [reply] = [t for c, t in fake.sent if c == notes]
+            assert reply.startswith(f'[multis] heard: {QUESTION}\n\n') and 'recipes.txt' in reply, reply
+            assert stt.requests[-1]['form']['file'] == ogg and ('GET', '/v1/assets/serve') in fake.requests
+        finally: bp.close(); router.close()

@@ -52,6 +52,7 @@ class FakeBeeperAPI:
                  account_id:str='beeper'):            # the one connected account
         self.token,self.owner_id,self.page_size,self.clock,self.account_id = token,owner_id,page_size,clock,account_id
         self.chats,self.messages,self.sent,self.requests = {},{},[],[]
+        self.assets = {}    # mxc:// URL -> bytes, served by /v1/assets/serve
         self._fails,self._seq,self._lock,self._httpd = [],0,threading.RLock(),None
 
     def __enter__(self): return self.start()
@@ -100,7 +101,7 @@ def add_chat(self:FakeBeeperAPI, chat_id:str, title:str='', participants=(), is_
 # %% ../../nbs/97_testing.fake_beeper.ipynb 19
 @patch
 def push(self:FakeBeeperAPI, chat_id:str, sender_id:str|None=None, text:str='', is_sender:bool=False,
-         kind:str='TEXT')->dict:
+         kind:str='TEXT', attachments:list|None=None)->dict:
     "Add a message to a chat's history (newest), as `sender_id` or as the owner"
     if chat_id not in self.chats: raise KeyError(f"no chat {chat_id}")
     is_sender = is_sender or sender_id in (None, self.owner_id)
@@ -110,6 +111,7 @@ def push(self:FakeBeeperAPI, chat_id:str, sender_id:str|None=None, text:str='', 
         m = {'id': f'$ev{n}', 'accountID': self.account_id, 'chatID': chat_id, 'senderID': sender,
              'senderName': 'Me' if is_sender else api_user(sender)['fullName'], 'sortKey': str(n),
              'timestamp': iso_time(self.clock()), 'isSender': is_sender, 'text': text, 'type': kind}
+        if attachments: m['attachments'] = attachments
         self.messages[chat_id].append(m); self.chats[chat_id]['_activity'] = n
     return m
 
@@ -118,7 +120,17 @@ def texts(self:FakeBeeperAPI, chat_id:str)->list:
     "The texts of a chat's history, oldest first"
     return [m['text'] for m in self.messages[chat_id]]
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 22
+# %% ../../nbs/97_testing.fake_beeper.ipynb 20
+@patch
+def push_voice(self:FakeBeeperAPI, chat_id:str, data:bytes, sender_id:str|None=None, duration:float=2)->dict:
+    "Add a voice note (no text, one audio attachment whose bytes `/v1/assets/serve` serves) to a chat"
+    url = f"mxc://beeper.local/voice{len(self.assets) + 1}"
+    self.assets[url] = bytes(data)
+    att = {'type': 'audio', 'id': url, 'srcURL': url, 'fileName': 'voice.ogg', 'mimeType': 'audio/ogg', 'fileSize': len(data),
+           'duration': duration, 'isVoiceNote': True}
+    return self.push(chat_id, sender_id, '', kind='VOICE', attachments=[att])
+
+# %% ../../nbs/97_testing.fake_beeper.ipynb 24
 def _error(status:int, code:str, message:str)->tuple: return status, {'code': code, 'message': message}
 
 @patch
@@ -126,7 +138,7 @@ def _accounts(self:FakeBeeperAPI)->list:
     return [{'accountID': self.account_id, 'network': 'Beeper', 'status': 'connected',
              'bridge': {'id': 'matrix', 'provider': 'cloud', 'type': 'matrix'}, 'user': api_user(self.owner_id, 'Me', True)}]
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 23
+# %% ../../nbs/97_testing.fake_beeper.ipynb 25
 @patch
 def _chat_json(self:FakeBeeperAPI, chat:dict)->dict:
     res, msgs = {k:v for k,v in chat.items() if not k.startswith('_')}, self.messages[chat['id']]
@@ -139,7 +151,7 @@ def _list_chats(self:FakeBeeperAPI, q:dict)->tuple:
     page = api_page(chats, lambda c: c['_activity'], 'c', int(q.get('limit') or 25), q.get('cursor'), q.get('direction'))
     return 200, {**page, 'items': [self._chat_json(c) for c in page['items']]}
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 24
+# %% ../../nbs/97_testing.fake_beeper.ipynb 26
 @patch
 def _list_messages(self:FakeBeeperAPI, chat_id:str, q:dict)->tuple:
     if chat_id not in self.chats: return _error(404, 'NOT_FOUND', f"Chat {chat_id} not found")
@@ -156,7 +168,7 @@ def _send_message(self:FakeBeeperAPI, chat_id:str, body:dict)->tuple:
     with self._lock: self.sent.append((chat_id, text))
     return 200, {'chatID': chat_id, 'pendingMessageID': f"pending-{m['sortKey']}"}
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 26
+# %% ../../nbs/97_testing.fake_beeper.ipynb 28
 _MESSAGES = re.compile(r'^/v1/chats/([^/]+)/messages$')
 
 @patch
@@ -165,7 +177,7 @@ def fail(self:FakeBeeperAPI, status:int, times:int=1, method:str|None=None)->Fak
     with self._lock: self._fails += [(status, method)] * times
     return self
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 27
+# %% ../../nbs/97_testing.fake_beeper.ipynb 29
 @patch
 def _take_failure(self:FakeBeeperAPI, method:str)->int|None:
     with self._lock:
@@ -179,16 +191,18 @@ def _answer(self:FakeBeeperAPI, method:str, path:str, q:dict, body, auth:str)->t
     if auth != f"Bearer {self.token}": return _error(401, 'UNAUTHORIZED', 'Invalid or missing access token')
     m = _MESSAGES.match(path)
     if method == 'GET' and path == '/v1/accounts': return 200, self._accounts()
+    if method == 'GET' and path == '/v1/assets/serve':
+        return (200, self.assets[q.get('url')]) if q.get('url') in self.assets else _error(404, 'NOT_FOUND', 'No such asset')
     if method == 'GET' and path == '/v1/chats': return self._list_chats(q)
     if m and method == 'GET': return self._list_messages(unquote(m.group(1)), q)
     if m and method == 'POST': return self._send_message(unquote(m.group(1)), body)
     return _error(404, 'NOT_FOUND', f"No route {method} {path}")
 
-# %% ../../nbs/97_testing.fake_beeper.ipynb 28
+# %% ../../nbs/97_testing.fake_beeper.ipynb 30
 def _reply(h:BaseHTTPRequestHandler, status:int, body):
-    data = json.dumps(body).encode()
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
     h.send_response(status)
-    h.send_header('Content-Type', 'application/json')
+    h.send_header('Content-Type', 'application/octet-stream' if isinstance(body, bytes) else 'application/json')
     h.send_header('Content-Length', str(len(data)))
     h.end_headers()
     h.wfile.write(data)
