@@ -662,3 +662,12 @@ def test_serve_workers_out_of_range_is_one_line(tmp_path):
     r = subprocess.run([str(Path(sys.executable).parent/'multis'), 'serve', '--workers', '0'], capture_output=True, text=True,
                        timeout=60, env={**os.environ, 'MULTIS_HOME': str(tmp_path)}, stdin=subprocess.DEVNULL)
     assert r.returncode == 1 and r.stderr.strip().splitlines()[-1].endswith('--workers must be 1 to 64, not 0')
+
+def test_huge_bm25_weights_are_refused_not_a_server_error(tmp_path):
+    "A weight near the float maximum made the ACT-R blend infinite (a 500 schemathesis found); now a 422 naming the field"
+    cfg = load_config(tmp_path/'none.json', env=False)
+    with TestClient(create_app(tmp_path/'m.db', cfg, tmp_path), base_url='http://127.0.0.1') as c:
+        h = {'Authorization': f'Bearer {service_token(tmp_path)}'}
+        r = c.post('/search', json={'query': 'ferry', 'bm25_weights': [8e307, 1, 1]}, headers=h)
+        assert r.status_code == 422 and r.json()['detail'][0]['loc'][-2:] == ['bm25_weights', 0]
+        assert c.post('/search', json={'query': 'ferry', 'bm25_weights': [1, 1, 0.5]}, headers=h).status_code == 200

@@ -13,7 +13,7 @@ __all__ = ['log', 'SCOPE_PATTERN', 'MAX_WORKERS', 'StorePool', 'SearchRequest', 
 import contextlib, importlib, logging, os, signal, threading, time
 import anyio
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 from fastapi import Depends, FastAPI, File, Form, Path as PathParam, Request, UploadFile
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import JSONResponse
@@ -72,7 +72,7 @@ class SearchRequest(BaseModel):
     activation_weight:Optional[float] = Field(None, ge=0, le=100, description='w in bm25 + w * activation')
     decay:Optional[float] = Field(None, gt=0, le=2, description='ACT-R d')
     candidate_factor:Optional[int] = Field(None, ge=1, le=20)
-    bm25_weights:Optional[list[float]] = Field(None, min_length=3, max_length=3, description='name, content, section_path')
+    bm25_weights:Optional[list[Annotated[float, Field(ge=0, le=100)]]] = Field(None, min_length=3, max_length=3, description='name, content, section_path (each 0 to 100)')
     record:bool = Field(False, description='record the hits as accesses')
 
 # %% ../../nbs/82_run.service.ipynb 11
