@@ -9,7 +9,6 @@ __all__ = ['IMAGE_TYPES', 'parse_image']
 import io
 from pathlib import Path
 import pymupdf
-from PIL import Image
 from ..core import DocChunk, ParseError
 from .ocr import OcrOptions, ocr_problem, ocr_text
 from .parsers import _Page, _chunks, _page_parts, _reason, _resolve, _text_cap, register_parser
@@ -19,6 +18,7 @@ IMAGE_TYPES = ('.png', '.jpg', '.jpeg', '.tif', '.tiff', '.webp')
 
 def _as_png(path:Path)->bytes:
     "A WebP (which MuPDF does not read) as PNG bytes, decoded by Pillow within its decompression-bomb limit"
+    from PIL import Image      # here, not at the top: importing Pillow would slow every command's start-up, for WebP only
     with Image.open(path) as im:
         im.load(); buf = io.BytesIO(); im.convert('RGB' if im.mode not in ('1', 'L', 'RGB') else im.mode).save(buf, 'PNG')
     return buf.getvalue()
