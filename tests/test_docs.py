@@ -11,7 +11,8 @@ import build_docs
 GUARDED = textwrap.dedent("""
     import runpy, socket, subprocess, sys
     def refuse(*a, **k): raise RuntimeError('the docs build must not use the network or run programs')
-    socket.socket = socket.create_connection = subprocess.Popen = refuse
+    socket.socket.connect = socket.socket.connect_ex = socket.socket.sendto = refuse  # the class stays: ssl subclasses it
+    socket.create_connection = subprocess.Popen = refuse
     sys.argv = ['build_docs.py', '--check', '--out', sys.argv[1]]
     runpy.run_path({script!r}, run_name='__main__')
     assert not [m for m in sys.modules if m == 'multis' or m.startswith('multis.')], 'the docs build imported multis'
@@ -87,7 +88,7 @@ def test_title_subtitle_toc_and_search(site):
     toc = re.search(r'<nav class="toc".*?</nav>', h, re.DOTALL).group(0)
     assert re.findall(r'href="#([^"]+)"', toc) and all(f'id="{a}"' in h for a in re.findall(r'href="#([^"]+)"', toc))
     search = json.loads((site/'search.json').read_text())
-    assert any(e['url'].startswith('retrieval.store.html#') and 'Store' in e['title'] for e in search)
+    assert any(e['href'].startswith('retrieval.store.html#') and e['title'] == 'Store' for e in search)
 
 # ---- the sidebar groups pages by chapter, in Quarto (nbs/sidebar.yml) and in the offline build alike (issue 15, item 1)
 
@@ -248,3 +249,90 @@ def test_docs_processing_runs_search_and_the_workbench(tmp_path):
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.glob('*.ipynb')) == nbs
+
+# ---- the site Quarto would make, offline: search, math, source links, narrow screens, screenshots (issue 21, item 4)
+
+def test_search_index_in_quartos_format_covers_every_page(site):
+    "search.json as Quarto writes it (search.js the same, for file://): every page's text, headings and API entries"
+    search = json.loads((site/'search.json').read_text(encoding='utf-8'))
+    assert (site/'search.js').read_text(encoding='utf-8') == f"window.SEARCH_INDEX = {(site/'search.json').read_text(encoding='utf-8')};\n"
+    assert all(set(e) == {'objectID', 'href', 'title', 'section', 'text', 'crumbs'} for e in search)
+    assert {e['href'].split('#')[0] for e in search} == {p.name for p in site.glob('*.html')}
+    ids = {}
+    for e in search:
+        page_, _, a = e['href'].partition('#')
+        if a: assert f'id="{a}"' in ids.setdefault(page_, page(site, page_)), e['href']
+    act = next(e for e in search if e['href'] == 'retrieval.ranking.html#activation')
+    assert act['title'] == 'Ranking' and act['section'] == 'activation' and 'ACT-R base-level activation' in act['text']
+    home = next(e for e in search if e['href'] == 'index.html')
+    assert home['section'] == '' and 'BM25' in home['text']          # the text before the first heading
+    assert any(e['href'].startswith('retrieval.ranking.html#') and e['section'] == 'ACT-R base-level activation' for e in search)
+    for p in site.glob('*.html'):
+        h = p.read_text(encoding='utf-8')
+        assert 'id="search-input"' in h and '<script defer src="site.js"></script>' in h and 'class="nav-toggle"' in h, p.name
+    js = (site/'site.js').read_text(encoding='utf-8')
+    assert "s.src = 'search.js'" in js and 'nav-open' in js
+
+def test_math_is_mathml_in_the_page(site):
+    rank = page(site, 'retrieval.ranking.html')
+    assert rank.count('<math ') >= 20 and '<math xmlns="http://www.w3.org/1998/Math/MathML" display="block">' in rank
+    assert '<munderover><mo>&#x02211;</mo>' in rank                 # the sum in B = ln(1 + sum t_j^-d)
+    assert '$' not in text(rank) and 'mathjax' not in rank.lower()
+    assert '<code>$(...)</code>' in page(site, 'governance.rules.html')   # `$` in code stays code
+    for p in site.glob('*.html'):                                        # offline: nothing from a CDN but mermaid
+        h = p.read_text(encoding='utf-8')
+        remote = re.findall(r'<(?:script|link)\b[^>]*(?:src|href)="(https?://[^"]+)"', h) + re.findall(r'from "(https?://[^"]+)"', h)
+        assert remote == ([] if 'class="mermaid"' not in h else [re.search(r'from "(https?://[^"]+)"', build_docs.MERMAID).group(1)]), p.name
+
+def test_math_rules_follow_pandoc(tmp_path):
+    (tmp_path/'nbs').mkdir()
+    (tmp_path/'nbs'/'index.ipynb').write_text(_nb(('markdown', '# Home\n> math\n\nLet $x_1$ be 2$ and $ 3 $, or $20,000 and $30,000.'
+                                                     '\n\nRun `$(cmd)` and $$\\frac{1}{2}$$ then $\\notacommand{$.\n\n$$\na^2\n$$', [])))
+    build_docs.build(tmp_path/'out', tmp_path/'nbs', tmp_path)
+    h = (tmp_path/'out'/'index.html').read_text()
+    assert '<math xmlns="http://www.w3.org/1998/Math/MathML" display="inline"><mrow><msub><mi>x</mi><mn>1</mn></msub></mrow></math>' in h
+    assert 'be 2$ and $ 3 $, or $20,000 and $30,000.' in h and '<code>$(cmd)</code>' in h and '<mfrac>' in h and '<msup><mi>a</mi><mn>2</mn></msup>' in h
+    assert '\\notacommand{' in h                                        # TeX latex2mathml cannot read stays readable
+
+def test_api_entries_link_to_their_source_line(site, tmp_path):
+    "Every API entry of a module links [source] to its def/class (or decorator) line on GitHub, as nbdev does"
+    n = 0
+    for p in site.glob('*.html'):
+        for url, name in re.findall(r'<a class="source-link" href="([^"]+)">source</a><h3 class="anchored">([^<]+)</h3>', p.read_text()):
+            m = re.fullmatch(r'https://github\.com/multis-dev/multis/blob/main/(multis/[\w/]+\.py)#L(\d+)', url)
+            assert m, url
+            lines = (REPO/m.group(1)).read_text(encoding='utf-8').splitlines()[int(m.group(2)) - 1:]
+            head = next(l for l in lines if not l.startswith('@'))
+            assert re.match(rf'(async )?(def|class) {re.escape(name.split(" | ")[0].split(".")[-1])}\b', head), (url, name, head)
+            n += 1
+    assert n >= 600
+    assert not [e for e in build_docs.check(tmp_path, build_docs.build(tmp_path)) if 'source' in e]
+
+def test_subtitle_over_several_lines_is_whole_and_named(tmp_path):
+    "nbdev keeps only the first `>` line (so Quarto would cut the subtitle): the build shows it whole, --check names it"
+    nbs = tmp_path/'nbs'; nbs.mkdir()
+    (nbs/'index.ipynb').write_text(_nb(('markdown', '# Home\n\n> first half\n> second half\n\nBody.', [])))
+    assert build_docs.title_of(json.loads((nbs/'index.ipynb').read_text())['cells']) == ('Home', 'first half second half', 'Body.')
+    assert build_docs.subtitle_problems(nbs) == ['index.ipynb: the subtitle spans several ">" lines; nbdev shows only the first: write it on one line']
+    assert build_docs.subtitle_problems() == []
+    home = (REPO/'nbs'/'index.ipynb').read_text(encoding='utf-8')
+    assert build_docs.title_of(json.loads(home)['cells'])[1].endswith('searched and remembered on your own machine')
+
+def test_screenshot_shown_on_its_page_when_the_browser_test_made_it(tmp_path):
+    shots = tmp_path/'shots'; shots.mkdir()
+    (tmp_path/'nbs').mkdir()
+    for nb in ('index.ipynb', '90_workbench.explorer.ipynb'): shutil.copy(REPO/'nbs'/nb, tmp_path/'nbs'/nb)
+    build_docs.build(tmp_path/'a', tmp_path/'nbs', tmp_path, shots=shots)
+    assert 'class="screenshot"' not in (tmp_path/'a'/'workbench.explorer.html').read_text() and not (tmp_path/'a'/'images').exists()
+    (shots/'explorer.png').write_bytes(b'\x89PNG fake')
+    build_docs.build(tmp_path/'b', tmp_path/'nbs', tmp_path, shots=shots)
+    h = (tmp_path/'b'/'workbench.explorer.html').read_text()
+    assert re.search(r'</header>\n<figure class="screenshot"><img src="images/explorer.png" alt="The explorer in JupyterLab', h)
+    assert (tmp_path/'b'/'images'/'explorer.png').read_bytes() == b'\x89PNG fake'
+    assert 'class="screenshot"' not in (tmp_path/'b'/'index.html').read_text()
+
+def test_quarto_yml_has_search_and_math():
+    "A Quarto build (nbdev_docs) would have the same: search box in the navbar, TeX as MathML (no CDN)"
+    q = build_docs.quarto()
+    assert q['format']['html']['html-math-method'] == 'mathml'
+    assert q['website']['search'] == {'location': 'navbar', 'type': 'textbox'} and q['website']['navbar']['search'] is True

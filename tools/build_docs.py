@@ -20,6 +20,15 @@ are dropped (the same cell rules as tools/make_readme.py), every exported public
 `20_retrieval.ranking.ipynb` becomes `retrieval.ranking.html`. Nothing here imports multis: the API docs are read from
 the source with `ast`.
 
+What Quarto adds, done here without a CDN (the site works offline, from file:// too): TeX (`$...$`, `$$...$$`, Pandoc's
+rules) becomes MathML in the page with latex2mathml (Quarto: `html-math-method: mathml`; no script, no font download;
+browsers draw MathML natively); a search box over every page's text, headings and API entries (`search.json` in
+Quarto's format, and the same as `search.js` for file://, read by tools/docs_site.js, a small script of ours); on narrow
+screens the sidebar hides behind a toggle; each API entry links `[source]` to its line in the exported module on GitHub
+(settings.ini's `git_url` and `branch`, as nbdev links it). Screenshots the browser tests leave in tests/artifacts/ show
+on their page (`SCREENSHOTS`: the explorer's). Only the architecture page's mermaid diagram still loads mermaid.js from
+its CDN (offline its source shows).
+
 The sidebar groups pages by chapter, one section per subpackage (`NN_chapter.module.ipynb`); the top-level modules
 before the chapters (core, config, cli) form the Core section, and pages outside any chapter (the index, the
 architecture page, the closing bot notebook) stay top-level. The same grouping is written to `nbs/sidebar.yml`
@@ -32,6 +41,11 @@ from markdown_it import MarkdownIt
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_readme import _directives  # one rule for what a directive is, shared with the README)
+
+try:  # TeX as MathML, written into the page: no script, no font, no network (Quarto: `html-math-method: mathml`)
+    from latex2mathml.converter import convert as tex2mathml
+    from mdit_py_plugins.dollarmath import dollarmath_plugin
+except ImportError: tex2mathml = dollarmath_plugin = None
 
 try:
     from pygments import highlight
@@ -65,8 +79,19 @@ def title_of(cells:list)->tuple:
     title = lines[0][2:].strip() if lines and lines[0].startswith('# ') else ''
     rest = lines[1:] if title else lines
     while rest and not rest[0].strip(): rest = rest[1:]
-    sub = rest.pop(0)[1:].strip() if rest and rest[0].startswith('>') else ''
-    return title, sub, '\n'.join(rest).strip()
+    sub = []
+    while rest and rest[0].startswith('>'): sub.append(rest.pop(0)[1:].strip())  # whole, even over several lines
+    return title, ' '.join(sub), '\n'.join(rest).strip()
+
+def subtitle_problems(nbs:Path=REPO/'nbs')->list:
+    "Subtitles written over several `>` lines: nbdev (so Quarto) keeps only the first line"
+    errs = []
+    for nb in notebooks(nbs):
+        cells = json.loads(nb.read_text(encoding='utf-8'))['cells']
+        first = ''.join(cells[0]['source']) if cells and cells[0]['cell_type'] == 'markdown' else ''
+        if len(re.findall(r'^>', first, re.M)) > 1:
+            errs.append(f'{nb.name}: the subtitle spans several ">" lines; nbdev shows only the first: write it on one line')
+    return errs
 
 def default_exp(cells:list)->str:
     "The module a notebook exports to ('' if none)"
@@ -118,6 +143,11 @@ def slug(s:str)->str:
     s = re.sub(r'<[^>]+>', '', s).lower()
     return re.sub(r'[^\w]+', '-', s).strip('-') or 'section'
 
+def math_html(tex:str, opts:dict)->str:
+    "TeX as MathML (the TeX itself, escaped, if latex2mathml cannot read it)"
+    try: return tex2mathml(tex, display='block' if opts.get('display_mode') else 'inline')
+    except Exception: return html.escape(tex)
+
 def code_html(code:str, lang:str='python')->str:
     "Highlighted code (Pygments when installed)"
     if highlight and lang == 'python': body = highlight(code, PythonLexer(), HtmlFormatter(nowrap=True))
@@ -128,8 +158,10 @@ class Page:
     "One HTML page being written: markdown renderer, heading ids, table of contents and search sections"
     def __init__(self, pages:dict):
         self.md = MarkdownIt('commonmark', {'html': True}).enable(['table', 'strikethrough'])
+        if dollarmath_plugin:  # Pandoc's rules for `$`: no space inside, no digit after the closing one
+            self.md.use(dollarmath_plugin, allow_space=False, allow_digits=False, double_inline=True, renderer=math_html)
         self.inline = MarkdownIt('commonmark').renderInline  # docstrings and docments: `<chatId>` is text, not a tag
-        self.pages, self.ids, self.toc, self.sections, self.mermaid = pages, set(), [], [], False
+        self.pages, self.ids, self.toc, self.sections, self.mermaid, self.sources = pages, set(), [], [], False, {}
 
     def anchor(self, text:str)->str:
         "A unique id on this page"
@@ -260,12 +292,26 @@ def api_entries(src:str)->list:
         res.append((name, kind, _sig(name, ps), doc or '', rows))
     return res
 
+def source_links(module:str, src:dict)->dict:
+    "Name -> URL of its line in the exported module, as nbdev links `[source]` (`git_url/blob/branch/lib_path/mod.py#Lline`)"
+    py = src['repo']/src['lib_path']/(module.replace('.', '/') + '.py')
+    if not src.get('git_url') or not py.exists(): return {}
+    res = {}
+    for node in ast.parse(py.read_text(encoding='utf-8')).body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): continue
+        line = min([node.lineno] + [d.lineno for d in node.decorator_list])  # inspect.getsourcelines starts at a decorator
+        for n in _patch_name(node).split(' | '):
+            res.setdefault(n, f"{src['git_url'].rstrip('/')}/blob/{src['branch']}/{py.relative_to(src['repo']).as_posix()}#L{line}")
+    return res
+
 def api_html(page:Page, entry:tuple)->str:
     "One API entry as HTML, like nbdev's show_doc"
     name, kind, sig, doc, rows = entry
     a = page.anchor(name)
     page.sections.append([name, a, f'{sig} {doc}'])
-    out = [f'<div class="api-entry {kind}" id="{a}">', f'<h3 class="anchored">{html.escape(name)}</h3>',
+    url = page.sources.get(name.split(' | ')[0])
+    src = f'<a class="source-link" href="{html.escape(url)}">source</a>' if url else ''
+    out = [f'<div class="api-entry {kind}" id="{a}">', f'{src}<h3 class="anchored">{html.escape(name)}</h3>',
            f'<blockquote><pre><code>{html.escape(sig)}</code></pre></blockquote>']
     if doc: out.append(f'<p class="docstring"><em>{page.inline(doc)}</em></p>')
     shown = [r for r in rows if r[0] != 'return' or r[3]]
@@ -303,8 +349,15 @@ def cell_html(page:Page, c:dict, api:list)->str:
 LAYOUT_CSS = """
 *{box-sizing:border-box} body{margin:0;font:16px/1.6 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#212529}
 a{color:#2780e3;text-decoration:none} a:hover{text-decoration:underline}
-.topbar{background:#2780e3;color:#fff;padding:.6rem 1.2rem;font-size:1.15rem;position:sticky;top:0;z-index:2}
-.topbar a{color:#fff;font-weight:600}
+.topbar{background:#2780e3;color:#fff;padding:.45rem 1.2rem;font-size:1.15rem;position:sticky;top:0;z-index:4;display:flex;align-items:center;gap:.8rem;min-height:2.9rem}
+.topbar a.site-title{color:#fff;font-weight:600}
+.nav-toggle{display:none;background:none;border:1px solid rgba(255,255,255,.6);border-radius:4px;color:#fff;font-size:1.1rem;line-height:1;padding:.3rem .5rem;cursor:pointer}
+.search{position:relative;margin-left:auto;flex:0 1 18rem;min-width:0}
+.search input{width:100%;font:inherit;font-size:.9rem;padding:.3rem .6rem;border:0;border-radius:4px}
+.search-results{position:absolute;right:0;top:calc(100% + .3rem);width:min(34rem,calc(100vw - 1rem));max-height:70vh;overflow:auto;margin:0;padding:.3rem 0;list-style:none;background:#fff;color:#212529;border:1px solid #dee2e6;border-radius:6px;box-shadow:0 4px 16px rgba(0,0,0,.15);font-size:.88rem}
+.search-results a{display:block;padding:.35rem .8rem;color:#212529} .search-results a:hover,.search-results li.selected a{background:#e9f2fc;text-decoration:none}
+.search-results .where{font-weight:600;color:#2780e3} .search-results .snippet{display:block;color:#6c757d;font-size:.82rem} .search-results mark{background:#fff3b0;color:inherit}
+.search-results li.none{padding:.35rem .8rem;color:#6c757d}
 .layout{display:flex;align-items:flex-start}
 nav.sidebar{width:240px;flex:none;position:sticky;top:2.9rem;max-height:calc(100vh - 2.9rem);overflow:auto;padding:1rem;border-right:1px solid #dee2e6;font-size:.92rem}
 nav.sidebar ul{list-style:none;margin:0;padding:0} nav.sidebar li{margin:.15rem 0}
@@ -320,12 +373,18 @@ pre.mermaid{background:#fff;border:1px solid #dee2e6}
 pre{background:#f8f9fa;padding:.6rem .8rem;border-radius:4px;overflow-x:auto;font-size:.86rem;line-height:1.45}
 code{font-family:SFMono-Regular,Menlo,Consolas,monospace;font-size:.9em} p code,li code,td code{color:#9753b8} a code{color:inherit!important}
 .api-entry{border:1px solid #dee2e6;border-radius:6px;padding:.2rem 1rem .6rem;margin:1.2rem 0;box-shadow:0 1px 2px rgba(0,0,0,.05)}
+.api-entry .source-link{float:right;font-size:.8rem;margin-top:.6rem} .api-entry .source-link::before{content:"["} .api-entry .source-link::after{content:"]"}
+figure.screenshot{margin:1rem 0} figure.screenshot img{max-width:100%;border:1px solid #dee2e6;border-radius:4px} figure.screenshot figcaption{color:#6c757d;font-size:.85rem}
+math{font-family:"STIX Two Math","Latin Modern Math","Cambria Math","DejaVu Math TeX Gyre",math;font-size:1.1em} math[display=block]{margin:.8rem 0;font-size:1.3em} .math.block{overflow-x:auto}
 .api-entry h3{margin:.5rem 0 .3rem;font-family:SFMono-Regular,Menlo,Consolas,monospace;font-size:1.05rem}
 .api-entry blockquote{margin:0} .api-entry blockquote pre{background:#f1f3f5}
-table{border-collapse:collapse;margin:.6rem 0;font-size:.9rem} th,td{border-bottom:1px solid #dee2e6;padding:.3rem .6rem;text-align:left;vertical-align:top}
+table{border-collapse:collapse;margin:.6rem 0;font-size:.9rem;display:block;max-width:100%;overflow-x:auto} p code,li code,td code{overflow-wrap:anywhere}
+.cell-output-display{overflow-x:auto} main img,main svg{max-width:100%;height:auto} th,td{border-bottom:1px solid #dee2e6;padding:.3rem .6rem;text-align:left;vertical-align:top}
 .cell-output img{max-width:100%} .cell-output-stderr pre{background:#fff5f5}
 footer{color:#6c757d;font-size:.8rem;margin-top:3rem}
-@media (max-width:1100px){nav.toc{display:none}} @media (max-width:700px){nav.sidebar{display:none} main{padding:1rem}}
+@media (max-width:1100px){nav.toc{display:none}}
+@media (max-width:700px){nav.sidebar{display:none} main{padding:1rem} .nav-toggle{display:block} .topbar{padding:.45rem .6rem;gap:.5rem}
+  body.nav-open nav.sidebar{display:block;position:fixed;top:2.9rem;left:0;bottom:0;width:min(18rem,85vw);max-height:none;background:#fff;z-index:3;box-shadow:2px 0 12px rgba(0,0,0,.2)}}
 """
 
 def pygments_css()->str:
@@ -341,16 +400,16 @@ def link_symbols(body:str, symbols:dict, here:str)->str:
     parts = re.split(r'(<pre.*?</pre>|<h[1-6][^>]*>.*?</h[1-6]>|<a\b.*?</a>)', body, flags=re.DOTALL)
     return ''.join(p if i % 2 else re.sub(r'<code>([A-Za-z_][\w.]*)(?:\(\))?</code>', _link, p) for i, p in enumerate(parts))
 
-def render(nb:Path, pages:dict)->dict:
-    "A notebook as a page: {'name', 'title', 'subtitle', 'body', 'toc', 'api', 'module', 'sections'}"
+def render(nb:Path, pages:dict, src:dict|None=None)->dict:
+    "A notebook as a page: {'name', 'title', 'subtitle', 'body', 'toc', 'api', 'module', 'sections'}; `src`: `source_links`'"
     cells = json.loads(nb.read_text(encoding='utf-8'))['cells']
     title, sub, rest = title_of(cells)
-    page, api = Page(pages), []
+    page, api, mod = Page(pages), [], default_exp(cells)
+    page.sources = source_links(mod, src) if mod and src else {}
+    page.sections.append([title or nb.stem, '', sub])   # the text before the first heading is searchable too
     body = [page.markdown(rest) if rest else ''] + [cell_html(page, c, api) for c in (cells[1:] if rest is not None else cells)]
-    prose = ''.join(''.join(c['source']) for c in cells if c['cell_type'] == 'markdown')
     return dict(nb=nb.name, name=page_name(nb), title=title or nb.stem, subtitle=sub, body='\n'.join(b for b in body if b),
-                mermaid=page.mermaid, math=bool(re.search(r'\$[^$\s`][^$`\n]*[\\^_][^$`\n]*\$', prose)),
-                toc=page.toc, api=api, module=default_exp(cells), sections=page.sections, ids=page.ids)
+                mermaid=page.mermaid, toc=page.toc, api=api, module=mod, sections=page.sections, ids=page.ids, sources=page.sources)
 
 def page_html(p:dict, pages:list, site:dict)->str:
     "A full HTML page: top bar, sidebar with every page, the content and its table of contents"
@@ -362,15 +421,19 @@ def page_html(p:dict, pages:list, site:dict)->str:
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{html.escape(p['title'])} – {html.escape(site['title'])}</title>
 <meta name="description" content="{html.escape(p['subtitle'] or site['description'])}">
-<link rel="stylesheet" href="site.css">{css}{MATHJAX if p.get('math') else ''}{MERMAID if p.get('mermaid') else ''}
+<link rel="stylesheet" href="site.css">{css}{MERMAID if p.get('mermaid') else ''}
+<script defer src="site.js"></script>
 </head><body>
-<header class="topbar"><a href="index.html">{html.escape(site['title'])}</a></header>
+<header class="topbar"><button class="nav-toggle" type="button" aria-controls="sidebar" aria-expanded="false" aria-label="Pages">&#9776;</button>
+<a class="site-title" href="index.html">{html.escape(site['title'])}</a>
+<div class="search" role="search"><input id="search-input" type="search" placeholder="Search" aria-label="Search the site" autocomplete="off">
+<ul id="search-results" class="search-results" role="listbox" hidden></ul></div></header>
 <div class="layout">
-<nav class="sidebar" aria-label="pages"><ul>
+<nav class="sidebar" id="sidebar" aria-label="pages"><ul>
 {side}
 </ul></nav>
 <main id="content">
-<header><h1 class="title">{html.escape(p['title'])}</h1>{sub}</header>
+<header><h1 class="title">{html.escape(p['title'])}</h1>{sub}</header>{p.get('figure', '')}
 <!-- WARNING: THIS FILE WAS AUTOGENERATED from nbs/ by tools/build_docs.py! DO NOT EDIT! -->
 {p['body']}
 <footer>{html.escape(site.get('copyright', ''))}</footer>
@@ -379,9 +442,14 @@ def page_html(p:dict, pages:list, site:dict)->str:
 </div></body></html>
 """
 
-# TeX in prose, as Quarto does it (MathJax from its CDN when the reader is online; the text stays readable when not)
-MATHJAX = ('\n<script>window.MathJax={tex:{inlineMath:[["$","$"]],displayMath:[["$$","$$"]]}};</script>'
-           '\n<script async src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml-full.js"></script>')
+# Screenshots the browser tests save in tests/artifacts/, shown at the top of their page when present
+SCREENSHOTS = {'workbench.explorer.html': ('explorer.png', 'The explorer in JupyterLab after a query and two slider moves '
+                                           '(the screenshot tests/test_browser.py takes)')}
+
+def figure_html(shot:tuple)->str:
+    f, alt = shot
+    return (f'\n<figure class="screenshot"><img src="images/{f}" alt="{html.escape(alt)}">'
+            f'<figcaption>{html.escape(alt)}</figcaption></figure>')
 
 def nav_html(p:dict, pages:list, side:list)->str:
     "The sidebar's items: a link per page, a titled list per chapter section"
@@ -423,29 +491,42 @@ def settings(repo:Path)->dict:
     import configparser
     cp = configparser.ConfigParser(interpolation=None); cp.read(repo/'settings.ini', encoding='utf-8')
     d = cp['DEFAULT'] if cp.has_section('DEFAULT') or cp.defaults() else {}
-    return dict(title=d.get('title', 'docs'), description=d.get('description', ''), copyright=d.get('copyright', ''))
+    return dict(title=d.get('title', 'docs'), description=d.get('description', ''), copyright=d.get('copyright', ''),
+                git_url=d.get('git_url', ''), branch=d.get('branch', 'main'), lib_path=d.get('lib_path', 'multis'))
 
-def build(out:Path, nbs:Path=REPO/'nbs', repo:Path=REPO)->list:
-    "Write the site into `out`; returns the rendered pages"
+def search_index(pages:list)->list:
+    "Quarto's `search.json` entries: one per page (its text before the first heading) and per heading or API entry"
+    return [dict(objectID=p['name'] + (f'#{a}' if a else ''), href=p['name'] + (f'#{a}' if a else ''), title=p['title'],
+                 section='' if not a else re.sub(r'`', '', t), text=re.sub(r'\s+', ' ', x).strip()[:600], crumbs=[p['title']])
+            for p in pages for t, a, x in p['sections']]
+
+def build(out:Path, nbs:Path=REPO/'nbs', repo:Path=REPO, shots:Path|None=None)->list:
+    "Write the site into `out`; returns the rendered pages. `shots`: the browser tests' screenshots (tests/artifacts/)"
     site = dict(settings(repo), css=stylesheets(repo), sidebar=sidebar(nbs))
-    pages = [render(nb, {}) for nb in notebooks(nbs)]
+    src = dict(repo=repo, **{k: site[k] for k in ('git_url', 'branch', 'lib_path')})
+    pages = [render(nb, {}, src) for nb in notebooks(nbs)]
+    shots = repo/'tests'/'artifacts' if shots is None else shots
+    for p in pages:
+        shot = SCREENSHOTS.get(p['name'])
+        if shot and (shots/shot[0]).exists():
+            (out/'images').mkdir(parents=True, exist_ok=True); shutil.copy(shots/shot[0], out/'images'/shot[0])
+            p['figure'] = figure_html(shot)
     symbols = {}
     for p in pages:
         for nm, a in p['api']:
             for n in nm.split(' | '): symbols.setdefault(n, (p['name'], a))
     out.mkdir(parents=True, exist_ok=True)
-    search = []
     for p in pages:
         p['body'] = link_symbols(p['body'], symbols, p['name'])
         (out/p['name']).write_text(page_html(p, pages, site), encoding='utf-8')
-        search.append(dict(title=p['title'], url=p['name'], text=p['subtitle']))
-        search += [dict(title=f"{p['title']}: {t}", url=f"{p['name']}#{a}", text=re.sub(r'\s+', ' ', x).strip()[:500])
-                   for t, a, x in p['sections']]
     for css in stylesheets(repo):
         if (nbs/css).exists(): shutil.copy(nbs/css, out/css)
     if not (out/'styles.css').exists(): (out/'styles.css').write_text('', encoding='utf-8')
     (out/'site.css').write_text(LAYOUT_CSS + pygments_css(), encoding='utf-8')
-    (out/'search.json').write_text(json.dumps(search, indent=1, ensure_ascii=False), encoding='utf-8')
+    search = json.dumps(search_index(pages), ensure_ascii=False)
+    (out/'search.json').write_text(search, encoding='utf-8')
+    (out/'search.js').write_text(f'window.SEARCH_INDEX = {search};\n', encoding='utf-8')  # a script loads from file:// too
+    shutil.copy(Path(__file__).resolve().parent/'docs_site.js', out/'site.js')
     return pages
 
 # ---------------------------------------------------------------- checks
@@ -459,8 +540,8 @@ def module_symbols(py:Path)->set:
     return {a for a in alls if a in defs and not a.startswith('_')}
 
 def check(out:Path, pages:list, repo:Path=REPO)->list:
-    "Problems with a built site: missing or empty pages, broken sidebar links, exported symbols without an entry"
-    errs, lib = [], repo/'multis'
+    "Problems with a built site: missing or empty pages, broken sidebar links, exported symbols without an entry or [source]"
+    errs, lib, linked = [], repo/'multis', bool(settings(repo)['git_url'])
     names = {p['name'] for p in pages}
     if 'index.html' not in names: errs.append('no index.html (nbs/index.ipynb)')
     for p in pages:
@@ -479,6 +560,9 @@ def check(out:Path, pages:list, repo:Path=REPO)->list:
             if not py.exists(): errs.append(f'{p["name"]}: module {p["module"]} has no {py.relative_to(repo)}'); continue
             documented = {n for nm, _ in p['api'] for n in nm.split(' | ')}
             for s in sorted(module_symbols(py) - documented): errs.append(f'{p["name"]}: {p["module"]}.{s} has no API entry')
+            if linked:
+                for s in sorted(module_symbols(py) & documented - set(p['sources'])):
+                    errs.append(f'{p["name"]}: {p["module"]}.{s} has no [source] link')
     return errs
 
 def proc_nbs(repo:Path=REPO, n_workers:int=2)->Path:
@@ -527,7 +611,7 @@ def main(argv=None):
         pages = build(out)
         mods = [p for p in pages if p['module']]
         if a.check:
-            errs = check(out, pages) + quarto_problems() + sidebar_problems()
+            errs = check(out, pages) + quarto_problems() + sidebar_problems() + subtitle_problems()
             for e in errs: print(e, file=sys.stderr)
             if errs: sys.exit(f'docs check failed: {len(errs)} problem(s)')
         print(f'{len(pages)} pages ({len(mods)} modules, {sum(len(p["api"]) for p in pages)} API entries) -> {out}')
