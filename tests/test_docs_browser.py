@@ -113,6 +113,13 @@ def test_narrow_screen_sidebar_behind_a_toggle(browser, base):
     shot(page, 'docs-narrow.png')
     toggle.click()
     assert not side.is_visible() and toggle.get_attribute('aria-expanded') == 'false'
+    page.locator('#search-input').press_sequentially('activation', delay=10)   # the search box works at 400 px too
+    hit = page.locator('#search-results li.selected a')
+    assert hit.get_attribute('href') == 'retrieval.ranking.html#activation'
+    box = page.locator('#search-results').bounding_box()
+    assert box['x'] >= 0 and box['x'] + box['width'] <= 400, box
+    shot(page, 'docs-narrow-search.png')
+    page.keyboard.press('Escape')
     toggle.click()
     side.get_by_role('link', name='Ranking', exact=True).click()
     page.wait_for_url(re.compile(r'/retrieval\.ranking\.html$'))
@@ -158,3 +165,12 @@ def test_explorer_page_shows_the_browser_tests_screenshot(browser, base, site):
     assert (site/'images'/'explorer.png').read_bytes() == (ARTIFACTS/'explorer.png').read_bytes()
     shot(page, 'docs-explorer.png')
     assert page.js_errors == []
+
+def test_search_works_from_a_file_url(browser, site):
+    "Opened from disk (file://, no server, offline): the index loads as a script, not by fetch"
+    page = new_page(browser)
+    page.goto((site/'retrieval.store.html').as_uri())
+    page.locator('#search-input').press_sequentially('activation', delay=10)
+    page.locator('#search-results li.selected a').click()
+    page.wait_for_url(re.compile(r'/retrieval\.ranking\.html#activation$'))
+    assert page.url.startswith('file://') and page.js_errors == []

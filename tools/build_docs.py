@@ -154,6 +154,11 @@ def code_html(code:str, lang:str='python')->str:
     else: body = html.escape(code)
     return f'<div class="sourceCode cell-code"><pre class="sourceCode {lang} highlight"><code>{body}</code></pre></div>'
 
+def plain(t)->str:
+    "An inline token's text without its markdown (`*`, backticks, link targets), as the search index holds it"
+    return ''.join(' ' if c.type.endswith('break') else c.content for c in t.children or []
+                   if c.type in ('text', 'code_inline', 'math_inline', 'math_inline_double', 'softbreak', 'hardbreak'))
+
 class Page:
     "One HTML page being written: markdown renderer, heading ids, table of contents and search sections"
     def __init__(self, pages:dict):
@@ -181,7 +186,7 @@ class Page:
                 t.attrSet('id', self.anchor(txt))
                 if t.tag == 'h2': self.toc.append((txt, t.attrGet('id')))
                 if t.tag in ('h2', 'h3'): self.sections.append([txt, t.attrGet('id'), ''])
-            if t.type == 'inline' and self.sections: self.sections[-1][2] += ' ' + t.content
+            if t.type == 'inline' and self.sections and toks[i-1].type != 'heading_open': self.sections[-1][2] += ' ' + plain(t)
             for c in t.children or []:
                 href = c.attrGet('href') if c.type == 'link_open' else None
                 if href and not re.match(r'\w+://', href) and '.ipynb' in href:
@@ -308,7 +313,7 @@ def api_html(page:Page, entry:tuple)->str:
     "One API entry as HTML, like nbdev's show_doc"
     name, kind, sig, doc, rows = entry
     a = page.anchor(name)
-    page.sections.append([name, a, f'{sig} {doc}'])
+    page.sections.append([name, a, f'{sig} {doc.replace("`", "")}'])
     url = page.sources.get(name.split(' | ')[0])
     src = f'<a class="source-link" href="{html.escape(url)}">source</a>' if url else ''
     out = [f'<div class="api-entry {kind}" id="{a}">', f'{src}<h3 class="anchored">{html.escape(name)}</h3>',
