@@ -287,11 +287,13 @@ def test_math_is_mathml_in_the_page(site):
 def test_math_rules_follow_pandoc(tmp_path):
     (tmp_path/'nbs').mkdir()
     (tmp_path/'nbs'/'index.ipynb').write_text(_nb(('markdown', '# Home\n> math\n\nLet $x_1$ be 2$ and $ 3 $, or $20,000 and $30,000.'
-                                                     '\n\nRun `$(cmd)` and $$\\frac{1}{2}$$ then $\\notacommand{$.\n\n$$\na^2\n$$', [])))
+                                                     '\n\nRun `$(cmd)` and $$\\frac{1}{2}$$ then $\\notacommand{$, $\\ln 2$, $1/60$.\n\n$$\na^2\n$$', [])))
     build_docs.build(tmp_path/'out', tmp_path/'nbs', tmp_path)
     h = (tmp_path/'out'/'index.html').read_text()
     assert '<math xmlns="http://www.w3.org/1998/Math/MathML" display="inline"><mrow><msub><mi>x</mi><mn>1</mn></msub></mrow></math>' in h
     assert 'be 2$ and $ 3 $, or $20,000 and $30,000.' in h and '<code>$(cmd)</code>' in h and '<mfrac>' in h and '<msup><mi>a</mi><mn>2</mn></msup>' in h
+    assert '<mi>ln</mi><mspace width="0.167em"></mspace><mn>2</mn>' in h                   # spaced as TeX spaces it
+    assert '<mn>1</mn><mo lspace="0" rspace="0">&#x0002F;</mo><mn>60</mn>' in h
     assert '\\notacommand{' in h                                        # TeX latex2mathml cannot read stays readable
 
 def test_api_entries_link_to_their_source_line(site, tmp_path):

@@ -144,9 +144,11 @@ def slug(s:str)->str:
     return re.sub(r'[^\w]+', '-', s).strip('-') or 'section'
 
 def math_html(tex:str, opts:dict)->str:
-    "TeX as MathML (the TeX itself, escaped, if latex2mathml cannot read it)"
-    try: return tex2mathml(tex, display='block' if opts.get('display_mode') else 'inline')
+    "TeX as MathML (the TeX itself, escaped, if latex2mathml cannot read it), spaced as TeX spaces it"
+    try: m = tex2mathml(tex, display='block' if opts.get('display_mode') else 'inline')
     except Exception: return html.escape(tex)
+    m = re.sub(r'(<mi>(?:ln|log|exp|sin|cos|tan|max|min|lim)</mi>)(?=<m[in][ >])', r'\1<mspace width="0.167em"></mspace>', m)
+    return m.replace('<mo>&#x0002F;</mo>', '<mo lspace="0" rspace="0">&#x0002F;</mo>')  # `/` is no binary operator in TeX
 
 def code_html(code:str, lang:str='python')->str:
     "Highlighted code (Pygments when installed)"
