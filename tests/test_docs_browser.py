@@ -69,7 +69,8 @@ def test_search_activation_lands_on_the_ranking_page(browser, base):
     page.wait_for_url(re.compile(r'/retrieval\.ranking\.html#activation$'))
     assert page.locator('h1.title').inner_text() == 'Ranking'
     assert page.locator('#activation').is_visible()
-    page.locator('#search-input').press_sequentially('reciprocal rank', delay=10)   # Enter opens the first result
+    page.keyboard.press('/')                                                         # "/" focuses the box
+    page.keyboard.type('reciprocal rank', delay=10)                                  # Enter opens the first result
     page.locator('#search-results li.selected').wait_for()
     first = page.locator('#search-results li.selected a').get_attribute('href')
     page.locator('#search-input').press('Enter')

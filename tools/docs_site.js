@@ -94,6 +94,12 @@
     function done() { list.hidden = true; input.value = ''; input.blur(); }  // a result on this page: no reload
     list.addEventListener('click', function (ev) { if (ev.target.closest('a')) done(); });
     document.addEventListener('click', function (ev) { if (!ev.target.closest('.search')) list.hidden = true; });
+    document.addEventListener('keydown', function (ev) {   // "/" or "s" focuses the search box, as on a Quarto site
+      var t = ev.target.tagName;
+      if ((ev.key === '/' || ev.key === 's') && !ev.ctrlKey && !ev.metaKey && !ev.altKey && t !== 'INPUT' && t !== 'TEXTAREA') {
+        ev.preventDefault(); input.focus();
+      }
+    });
   }
 
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', setup); else setup();
