@@ -27,6 +27,8 @@ explorer_requirements = (cfg.get('explorer_requirements') or '').split()
 vectors_requirements = (cfg.get('vectors_requirements') or '').split()
 mcp_requirements = (cfg.get('mcp_requirements') or '').split()
 postgresql_requirements = (cfg.get('postgresql_requirements') or '').split()
+matrix_requirements = (cfg.get('matrix_requirements') or '').split()
+matrix_e2e_requirements = (cfg.get('matrix_e2e_requirements') or '').split()
 semantic_requirements = vectors_requirements + (cfg.get('semantic_requirements') or '').split()
 dev_requirements = (cfg.get('dev_requirements') or '').split() + explorer_requirements + semantic_requirements
 
@@ -49,7 +51,8 @@ setuptools.setup(
     install_requires = requirements,
     extras_require={ 'dev': dev_requirements, 'explorer': explorer_requirements, 'vectors': vectors_requirements,
                      'semantic': semantic_requirements, 'mcp': mcp_requirements,
-                     'postgresql': postgresql_requirements },
+                     'postgresql': postgresql_requirements,
+                     'matrix': matrix_requirements, 'matrix-e2e': matrix_e2e_requirements },
     dependency_links = cfg.get('dep_links','').split(),
     python_requires  = '>=' + cfg['min_python'],
     long_description = open('README.md', encoding='utf-8').read(),

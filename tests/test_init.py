@@ -114,7 +114,7 @@ def test_bad_input_is_refused_and_nothing_written(tmp_path, init):
 def test_wizard_with_scripted_answers(tmp_path):
     out = []
     cfg = run_init(interactive=True, home=tmp_path, say=out.append,
-                   ask=scripted('business', 'openai', 'gpt-test', 'http://localhost:8080/v1', 'yes'),
+                   ask=scripted('business', 'openai', 'gpt-test', 'http://localhost:8080/v1', 'yes', 'no'),
                    ask_secret=scripted(TG, 'sk-openai', 'bp-token'))
     assert cfg['platforms']['beeper']['default_mode'] == 'business'
     assert (cfg['platforms']['telegram']['enabled'], cfg['platforms']['telegram']['bot_token']) == (True, TG)
@@ -124,12 +124,12 @@ def test_wizard_with_scripted_answers(tmp_path):
     assert saved(tmp_path) == cfg
     assert out[-1].splitlines()[-3] == f"Pairing code: {cfg['pairing_code']}"
     # again: Enter everywhere keeps everything
-    again = run_init(interactive=True, home=tmp_path, say=out.append, ask=scripted('', '', '', '', ''), ask_secret=scripted('', '', ''))
+    again = run_init(interactive=True, home=tmp_path, say=out.append, ask=scripted('', '', '', '', '', ''), ask_secret=scripted('', '', ''))
     assert again == cfg
     # a wrong answer is asked again; '-' removes a token; 'none' removes the model
     prompts = []
     def ask(p): prompts.append(p); return answers.pop(0)
-    answers = ['maybe', 'p', 'none', 'n']
+    answers = ['maybe', 'p', 'none', 'n', 'n']
     third = run_init(interactive=True, home=tmp_path, say=out.append, ask=ask, ask_secret=scripted('-'))
     assert '  Please answer personal or business.' in out
     assert prompts[0].endswith('(personal/business) [business]: ')
@@ -139,7 +139,7 @@ def test_wizard_with_scripted_answers(tmp_path):
 def test_wizard_through_the_command_line(tmp_path):
     "The verb without --non-interactive asks its questions on stdin (getpass falls back to stdin without a terminal)"
     home = tmp_path/'home'
-    r = init_process(home, stdin='personal\n\nnone\nno\n')
+    r = init_process(home, stdin='personal\n\nnone\nno\nno\n')
     assert r.returncode == 0, r.stderr
     assert 'multis setup: Enter keeps the value in [brackets].' in r.stdout
     assert code_in(r.stdout) == saved(home)['pairing_code']

@@ -158,8 +158,8 @@ def test_a_plugin_platform_gets_its_init_flags_and_questions(tmp_path, init_plug
     assert toy == {'enabled': True, 'folder': str(tmp_path/'box'), 'token': TOKEN, 'poll_interval': 0.05}
     assert '  toy: on (token set)' in r.stdout and TOKEN not in r.stdout + r.stderr
     assert r.stdout.index('  beeper: off') < r.stdout.index('  toy: on')
-    # the wizard asks the toy's questions after the built-in ones (Enter keeps the token, a new folder)
-    r = _init(home, init_plugin, stdin='\n\nnone\nno\n\nelsewhere\n')
+    # the wizard asks the toy's questions after the built-in ones (Matrix: no; Enter keeps the token, a new folder)
+    r = _init(home, init_plugin, stdin='\n\nnone\nno\nno\n\nelsewhere\n')
     assert r.returncode == 0, r.stderr
     toy = json.loads((home/'config.json').read_text())['platforms']['toy']
     assert (toy['token'], toy['folder'], toy['enabled']) == (TOKEN, 'elsewhere', True)

@@ -81,4 +81,4 @@ def summary(cls:BeeperSpec, cfg:dict)->list:
     return [(10, f"mode: {cfg_get(cfg, 'platforms.beeper.default_mode')}"), *super(BeeperSpec, cls).summary(cfg)]
 
 # %% ../../nbs/70a_platforms.builtin.ipynb 18
-PLATFORMS = {'telegram': TelegramSpec, 'beeper': BeeperSpec}
+PLATFORMS = {'telegram': TelegramSpec, 'beeper': BeeperSpec, 'matrix': 'multis.platforms.matrix:MatrixSpec'}
