@@ -92,7 +92,8 @@ class World:
         k = next(_n)
         self.srv, self.home, self.store = srv, home, store
         self.bot = srv.register(f'bot{k}')
-        self.owner, self.user, self.stranger = (Person(srv, srv.register(f'{who}{k}')) for who in ('owner', 'user', 'stranger'))
+        self.owner_user = srv.register(f'owner{k}')
+        self.owner, self.user, self.stranger = Person(srv, self.owner_user), *(Person(srv, srv.register(f'{who}{k}')) for who in ('user', 'stranger'))
         mx = {'enabled': True, 'homeserver': srv.url, 'user_id': self.bot['user_id'], 'access_token': self.bot['access_token']}
         self.cfg = deep_merge(DEFAULT_CONFIG, {'pairing_code': CODE, 'memory': {'capture_threshold': 1000},
                                                'platforms': {'matrix': mx}, **over})
@@ -330,3 +331,188 @@ def test_an_unreachable_homeserver_is_retried_not_fatal(make_world, caplog):
         await w.mx.stop()
     with caplog.at_level('WARNING'): asyncio.run(main())
     assert any('does not answer yet' in r.getMessage() or 'cannot sync' in r.getMessage() for r in caplog.records)
+
+
+# --- encrypted rooms ---
+
+class E2EPerson:
+    "Someone with a real matrix-nio client and their own keys, in an encrypted room"
+    def __init__(self, srv, user:dict, folder:Path):
+        from nio import AsyncClient, AsyncClientConfig
+        folder.mkdir(parents=True, exist_ok=True)
+        self.id = user['user_id']
+        self.c = AsyncClient(srv.url, self.id, device_id=user['device_id'], store_path=str(folder),
+                             config=AsyncClientConfig(encryption_enabled=True, store_sync_tokens=False))
+        self.c.restore_login(self.id, user['device_id'], user['access_token'])
+        self.seen = []                                   # (sender, body) of every message event, decrypted when it can be
+
+    async def sync(self, timeout:int=500):
+        from nio import MegolmEvent, SyncResponse
+        r = await self.c.sync(timeout=timeout)
+        assert isinstance(r, SyncResponse), r
+        for info in r.rooms.join.values():
+            for ev in info.timeline.events:
+                if isinstance(ev, MegolmEvent): self.seen.append((ev.sender, None))
+                elif getattr(ev, 'body', None) is not None: self.seen.append((ev.sender, ev.body))
+        await self.c.send_to_device_messages()
+        if self.c.should_upload_keys: await self.c.keys_upload()
+        if self.c.should_query_keys: await self.c.keys_query()
+        if self.c.should_claim_keys and (u := self.c.get_users_for_key_claiming()): await self.c.keys_claim(u)
+
+    async def encrypted_dm(self, bot:str)->str:
+        r = await self.c.room_create(invite=[bot], is_direct=True, initial_state=[
+            {'type': 'm.room.encryption', 'state_key': '', 'content': {'algorithm': 'm.megolm.v1.aes-sha2'}}])
+        return r.room_id
+
+    async def until(self, pred, timeout:float=30):
+        end = time.monotonic() + timeout
+        while not pred():
+            assert time.monotonic() < end, f"waited in vain; seen {self.seen}"
+            await self.sync()
+
+    async def say(self, room:str, text:str):
+        r = await self.c.room_send(room, 'm.room.message', {'msgtype': 'm.text', 'body': text}, ignore_unverified_devices=True)
+        assert getattr(r, 'event_id', None), r
+
+    def from_(self, who:str)->list: return [b for s, b in self.seen if s == who]
+
+
+def _e2e_available():
+    from nio.crypto import ENCRYPTION_ENABLED
+    return ENCRYPTION_ENABLED
+
+
+@pytest.mark.skipif(not _e2e_available(), reason="matrix-nio's encryption (the matrix-e2e extra) is not installed")
+def test_an_encrypted_room_is_read_and_answered_encrypted(make_world, tmp_path):
+    async def scenario(w):
+        p = E2EPerson(w.srv, w.owner_user, tmp_path/'owner-keys')
+        try:
+            await p.sync(0)
+            room = await p.encrypted_dm(w.bot['user_id'])
+            await w.owner.joined(room, w.bot['user_id'])
+            await p.sync()
+            await p.say(room, f'/start {CODE}')
+            await p.until(lambda: p.from_(w.bot['user_id']))
+            assert p.from_(w.bot['user_id']) == [PAIRED]             # decrypted by the person: it was sent encrypted
+            await p.say(room, '/search pairing')
+            await p.until(lambda: len(p.from_(w.bot['user_id'])) >= 2)
+            assert p.from_(w.bot['user_id'])[1].startswith('1. [multis-handbook.pdf')
+            raw = await w.owner.call('GET', f'/rooms/{room}/messages', params={'dir': 'b', 'limit': 50})
+            mine = [e for e in raw['chunk'] if e['sender'] == w.bot['user_id'] and e['type'].startswith('m.room.')
+                    and e['type'] in ('m.room.message', 'm.room.encrypted')]
+            assert mine and {e['type'] for e in mine} == {'m.room.encrypted'}   # nothing in clear on the server
+        finally: await p.c.close()
+    w = make_world()
+    run(w, scenario)
+    assert w.router.cfg['owner_id'] == w.owner.id
+
+
+def test_without_encryption_an_encrypted_room_gets_one_clear_line(make_world, tmp_path):
+    from multis.platforms.matrixbot import NO_E2E
+    if not _e2e_available(): pytest.skip("the person in the encrypted room needs matrix-nio's encryption")
+    async def scenario(w):
+        p = E2EPerson(w.srv, w.owner_user, tmp_path/'owner-keys')
+        try:
+            await p.sync(0)
+            room = await p.encrypted_dm(w.bot['user_id'])
+            await w.owner.joined(room, w.bot['user_id'])
+            await p.sync()
+            for text in ('hello?', 'anyone?'): await p.say(room, text)
+            await p.until(lambda: p.from_(w.bot['user_id']))
+            await p.say(room, 'still there?')
+            for _ in range(6): await p.sync()
+            assert p.from_(w.bot['user_id']) == [NO_E2E]             # once per room, readable without keys
+        finally: await p.c.close()
+    w = make_world()
+    w.cfg['platforms']['matrix']['encryption'] = False
+    w.cfg['owner_id'] = w.owner.id
+    w.new_platform()
+    run(w, scenario)
+
+
+# --- the daemon, killed: nothing repeated, nothing lost ---
+
+VERB = 'import sys; from multis.cli import main; sys.exit(main(sys.argv[1:]))'
+
+
+def _cli(home, *args, **kw):
+    return subprocess.run([sys.executable, '-c', VERB, *args], env={**os.environ, 'MULTIS_HOME': str(home)},
+                          capture_output=True, text=True, timeout=120, **kw)
+
+
+def _http(srv, token): return httpx.Client(base_url=srv.url, headers={'Authorization': f'Bearer {token}'}, timeout=30)
+
+
+def _bodies(h, room, sender)->list:
+    out, start = [], None
+    while True:
+        d = h.get(f'/_matrix/client/v3/rooms/{room}/messages', params={'dir': 'b', 'limit': 100, **({'from': start} if start else {})}).json()
+        out += [e['content'].get('body') for e in d.get('chunk', []) if e['sender'] == sender and e['type'] == 'm.room.message']
+        if not d.get('end') or not d.get('chunk'): return out[::-1]
+        start = d['end']
+
+
+def test_init_exchanges_a_password_for_a_token_and_the_daemon_survives_kill_9(synapse, tmp_path):
+    from multis.run.daemon import state_path
+    k = next(_n)
+    bot, owner = synapse.register(f'bot{k}', password='bot-password-1'), synapse.register(f'owner{k}')
+    home = tmp_path/'home'
+    r = _cli(home, 'init', '--non-interactive', '--matrix-homeserver', synapse.url, '--matrix-user', bot['user_id'],
+             '--matrix-password', 'bot-password-1')
+    assert r.returncode == 0, r.stderr
+    cfg = json.loads((home/'config.json').read_text())
+    mx = cfg['platforms']['matrix']
+    assert mx['enabled'] and mx['access_token'].startswith('syt_') and mx['device_id'] and 'bot-password-1' not in (home/'config.json').read_text()
+    assert f"  matrix: on (token set, {bot['user_id']} on {synapse.url})" in r.stdout
+    r = _cli(home, 'init', '--non-interactive', '--matrix-password', 'wrong', '--force')
+    assert r.returncode == 1 and f"the homeserver refused the password for {bot['user_id']}" in r.stderr
+    cfg['owner_id'] = owner['user_id']
+    save_config(cfg, home/'config.json')
+
+    with _http(synapse, owner['access_token']) as h:
+        room = h.post('/_matrix/client/v3/createRoom', json={'invite': [bot['user_id']], 'is_direct': True, 'preset': 'trusted_private_chat'}).json()['room_id']
+        procs, sent, n = [], [], 40
+        def start():
+            procs.append(subprocess.Popen([sys.executable, '-c', VERB, 'start', '--foreground'], env={**os.environ, 'MULTIS_HOME': str(home)},
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        def replies(): return _bodies(h, room, bot['user_id'])
+        def wait_for(count, timeout=60):
+            end = time.monotonic() + timeout
+            while len(got := replies()) < count:
+                assert procs[-1].poll() is None, f"the daemon exited with {procs[-1].returncode}"
+                assert time.monotonic() < end, f"waited for {count} replies, got {len(got)}"
+                time.sleep(0.1)
+        try:
+            start()
+            end = time.monotonic() + 60
+            while h.get(f'/_matrix/client/v3/rooms/{room}/joined_members').json().get('joined', {}).get(bot['user_id']) is None:
+                assert time.monotonic() < end and procs[-1].poll() is None, 'the daemon did not join'
+                time.sleep(0.1)
+            while 'running' not in (st := _cli(home, 'status').stdout) or 'matrix: running' not in st: time.sleep(0.2)
+            assert '  matrix: running' in st.splitlines()
+            for i in range(n):
+                h.put(f'/_matrix/client/v3/rooms/{room}/send/m.room.message/t{i}', json={'msgtype': 'm.text', 'body': f'/frob{i}'})
+                sent.append(i)
+                if i in (12, 27):                                   # killed twice while answering
+                    wait_for(i - 4)
+                    procs[-1].send_signal(signal.SIGKILL); procs[-1].wait()
+                    start()
+            wait_for(n)
+            time.sleep(3)                                            # time for a repeat to show
+        finally:
+            for p in procs:
+                if p.poll() is None: p.send_signal(signal.SIGTERM); p.wait(30)
+        got = replies()
+    assert got == [f'Unknown command /frob{i}. Send /help for the list.' for i in range(n)]   # each once, in order
+
+
+def test_a_command_prefix_of_its_own(make_world):
+    "Element takes unknown /commands as its own: `command_prefix: '!'` makes `!search` a command and `/search` a question"
+    async def scenario(w):
+        room = await w.open_dm(w.owner)
+        assert (await w.ask(w.owner, room, '!search pairing'))[0].startswith('1. [multis-handbook.pdf')
+        assert (await w.ask(w.owner, room, '/search pairing'))[0].startswith('Echo: /search pairing')
+    w = make_world()
+    w.cfg['platforms']['matrix']['command_prefix'] = '!'
+    w.cfg['owner_id'] = w.owner.id
+    run(w, scenario)
