@@ -516,3 +516,41 @@ def test_a_command_prefix_of_its_own(make_world):
     w.cfg['platforms']['matrix']['command_prefix'] = '!'
     w.cfg['owner_id'] = w.owner.id
     run(w, scenario)
+
+
+def test_what_a_room_said_before_multis_joined_is_not_answered(make_world):
+    async def scenario(w):
+        await w.owner.joined(w.room, w.bot['user_id'])
+        assert await w.ask(w.owner, w.room, '/frob3') == ['Unknown command /frob3. Send /help for the list.']
+        assert await w.replies(w.owner, w.room) == ['Unknown command /frob3. Send /help for the list.']
+    w = make_world()
+    w.cfg['owner_id'] = w.owner.id
+    async def before():
+        await w.mx.start(); await asyncio.sleep(1.5); await w.mx.stop()       # a first run: where history ends
+        w.room = await w.owner.call('POST', '/createRoom', json={'preset': 'trusted_private_chat'})
+        w.room = w.room['room_id']
+        for i in (1, 2): await w.owner.say(w.room, f'/frob{i}')             # said before the invitation
+        await w.owner.call('PUT', f'/rooms/{w.room}/state/m.room.member/{w.bot["user_id"]}', json={'membership': 'invite', 'is_direct': True})
+    asyncio.run(before())
+    w.new_platform()
+    run(w, scenario)
+
+
+def test_after_a_long_stop_more_than_a_sync_holds_is_read_back(make_world):
+    "120 messages while multis was stopped: a sync returns 100, the 20 before are read back; each answered once, in order"
+    n = 120
+    async def first(w):
+        w.room = await w.open_dm(w.owner)
+        assert await w.ask(w.owner, w.room, '/frob0') == ['Unknown command /frob0. Send /help for the list.']
+    async def second(w):
+        await w.owner.wait(w.room, w.bot['user_id'], n + 1, timeout=120)
+    w = make_world()
+    w.cfg['owner_id'] = w.owner.id
+    run(w, first)
+    async def while_stopped():
+        for i in range(1, n + 1): await w.owner.say(w.room, f'/frob{i}')
+    asyncio.run(while_stopped())
+    w.new_platform()
+    run(w, second, timeout=180)
+    got = asyncio.run(w.replies(w.owner, w.room))
+    assert got == [f'Unknown command /frob{i}. Send /help for the list.' for i in range(n + 1)]

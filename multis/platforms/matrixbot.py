@@ -5,7 +5,7 @@
 # %% auto 0
 __all__ = ['log', 'KEEP_HANDLED', 'PART_CHARS', 'DOWNLOAD_TIMEOUT', 'TOKEN_HELP', 'NO_E2E', 'CANT_DECRYPT', 'MAX_BACKOFF',
            'FILTER', 'MAX_GAP_PAGES', 'MatrixState', 'txn_id', 'event_kind', 'matrix_message', 'upload_info',
-           'upload_refusal', 'upload_limit', 'download', 'decrypted', 'MatrixPlatform', 'invite_facts']
+           'upload_refusal', 'upload_limit', 'download', 'decrypted', 'MatrixPlatform', 'joined_at', 'invite_facts']
 
 # %% ../../nbs/73a_platforms.matrixbot.ipynb 3
 import asyncio, hashlib, json, logging, time
@@ -16,7 +16,7 @@ import httpx
 from fastcore.basics import patch
 try: import nio
 except ImportError as e: raise ImportError("matrix-nio is not installed: pip install 'multis[matrix]' ('multis[matrix-e2e]' for encrypted rooms)") from e
-from nio import (AsyncClient, AsyncClientConfig, InviteMemberEvent, MegolmEvent, RoomEncryptedMedia, RoomMessageMedia,
+from nio import (AsyncClient, AsyncClientConfig, InviteMemberEvent, MegolmEvent, RoomMemberEvent, RoomEncryptedMedia, RoomMessageMedia,
                  RoomMessageText, SyncResponse, UnknownEncryptedEvent, WhoamiResponse, JoinResponse, RoomSendResponse)
 from nio.crypto import ENCRYPTION_ENABLED
 from nio.crypto.attachments import decrypt_attachment
@@ -265,12 +265,25 @@ async def _on_sync(self:MatrixPlatform, r:SyncResponse):
     for rid, info in r.rooms.invite.items(): await self._on_invite(rid, info)
     for rid, info in r.rooms.join.items():
         room = self.client.rooms.get(rid)
-        for ev in (await self._gap(rid, info)) + list(info.timeline.events):
+        for ev in await self._new_events(rid, info):
             if self._stopping: return              # the token is not saved: the rest comes again
             if room is not None: await self._on_event(room, ev)
     self.state.next_batch = r.next_batch; self.state.save()
 
 # %% ../../nbs/73a_platforms.matrixbot.ipynb 36
+def joined_at(events:list, me:str)->int|None:
+    "Where in `events` multis's own join is (None: it was in the room before them)"
+    return next((i for i, e in enumerate(events) if isinstance(e, RoomMemberEvent) and e.state_key == me and e.membership == 'join'
+                 and (e.prev_membership or 'invite') != 'join'), None)
+
+@patch
+async def _new_events(self:MatrixPlatform, rid:str, info)->list:
+    "The events of a joined room's timeline to deal with, oldest first: after multis's join, or since the last sync"
+    evs = list(info.timeline.events)
+    if (i := joined_at(evs, self.user_id)) is not None: return evs[i + 1:]
+    return (await self._gap(rid, info)) + evs
+
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 38
 MAX_GAP_PAGES = 20
 
 @patch
@@ -288,7 +301,7 @@ async def _gap(self:MatrixPlatform, rid:str, info)->list:
     else: log.warning("Matrix room %s: more than %d pages of missed events; older ones are skipped", rid, MAX_GAP_PAGES)
     return older[::-1]
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 38
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 40
 def invite_facts(state:list, me:str)->tuple:
     "(inviter, direct): direct when the invitation says so and the room, as far as it shows, has two members at most"
     inviter, direct, members = None, False, set()
@@ -299,7 +312,7 @@ def invite_facts(state:list, me:str)->tuple:
                 inviter, direct = e.sender, bool((e.content or {}).get('is_direct'))
     return inviter, direct and len(members) <= 2
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 39
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 41
 @patch
 def accepts(self:MatrixPlatform, inviter:str|None, direct:bool, room_id:str='')->bool:
     "Whether an invitation from `inviter` to a room (one-to-one or not) is accepted"
@@ -320,7 +333,7 @@ async def _on_invite(self:MatrixPlatform, rid:str, info):
         await self.client.room_leave(rid)
         log.info("Matrix: declined %s's invitation to %s (%s)", inviter, rid, 'a group' if not direct else 'not allowed')
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 41
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 43
 @patch
 def _serves(self:MatrixPlatform, m:Message)->bool:
     "Whether multis answers the sender of `m` here (owner or paired, in a chat it serves)"
@@ -336,7 +349,7 @@ async def _on_event(self:MatrixPlatform, room, ev):
     elif (kind := event_kind(ev)) is not None: return await self._route(room, ev, kind)
     self.state.handled[eid] = self.clock()
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 42
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 44
 @patch
 async def _route(self:MatrixPlatform, room, ev, kind:str):
     "Hand a message (and its upload) to the router; journal the reply, then send it"
@@ -352,7 +365,7 @@ async def _route(self:MatrixPlatform, room, ev, kind:str):
     await self._reply(ev.event_id, room.room_id, reply)
     if serves: await self._typing(room.room_id, False)
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 43
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 45
 @patch
 def _fetch(self:MatrixPlatform, up:dict)->bytes:
     "An upload's bytes (decrypted if need be): run from the router's thread"
@@ -366,7 +379,7 @@ async def _typing(self:MatrixPlatform, rid:str, on:bool):
     try: await self.client.room_typing(rid, on, timeout=30_000)
     except Exception as e: log.debug("Matrix: typing notice failed (%s)", e)
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 44
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 46
 @patch
 async def _undecryptable(self:MatrixPlatform, room, ev):
     "An encrypted event multis cannot read: the room is told once why (no encryption here, or keys missing)"
@@ -379,7 +392,7 @@ async def _undecryptable(self:MatrixPlatform, room, ev):
     self.state.told.append(key)
     await self._reply(ev.event_id, room.room_id, CANT_DECRYPT if self.client.olm is not None else NO_E2E)
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 46
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 48
 @patch
 async def _reply(self:MatrixPlatform, eid:str, rid:str, reply:str|None):
     "Record event `eid` as handled, with its reply waiting; then send what waits"
@@ -390,7 +403,7 @@ async def _reply(self:MatrixPlatform, eid:str, rid:str, reply:str|None):
 
 _FINAL = ('M_FORBIDDEN', 'M_NOT_FOUND', 'M_TOO_LARGE', 'M_BAD_JSON', 'M_NOT_JSON', 'M_UNKNOWN_TOKEN')
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 47
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 49
 @patch
 async def _flush(self:MatrixPlatform):
     "Send the waiting replies, oldest first, each part once"
@@ -404,7 +417,7 @@ async def _flush(self:MatrixPlatform):
             e['sent'] = i + 1; self.state.save()
         self.state.outbox.pop(0); self.state.save()
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 48
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 50
 @patch
 async def _send_event(self:MatrixPlatform, rid:str, content:dict, txn:str|None=None):
     "room_send, encrypting for every device in an encrypted room (multis trusts on first use)"
@@ -421,7 +434,7 @@ async def send(self:MatrixPlatform, chat_id:str, text:str)->list:
         ids.append(r.event_id)
     return ids
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 49
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 51
 @patch
 async def stop(self:MatrixPlatform):
     "Stop after the event in hand (its reply sent), save the state, close the connection"
