@@ -554,3 +554,46 @@ def test_after_a_long_stop_more_than_a_sync_holds_is_read_back(make_world):
     run(w, second, timeout=180)
     got = asyncio.run(w.replies(w.owner, w.room))
     assert got == [f'Unknown command /frob{i}. Send /help for the list.' for i in range(n + 1)]
+
+
+def test_malformed_events_and_hostile_uploads_get_one_line_each(make_world):
+    async def scenario(w):
+        room = await w.open_dm(w.owner)
+        bot = w.bot['user_id']
+        await w.owner.call('PUT', f'/rooms/{room}/send/com.example.junk/j1', json={'body': {'deep': ['x'] * 100}})  # not a message
+        await w.owner.say(room, msgtype='m.location', body='here', geo_uri='geo:0,0')  # not something multis reads
+        async def upload_then_kb(content, name):
+            k = len(await w.replies(w.owner, room))
+            await w.owner.say(room, **content)
+            assert (await w.owner.wait(room, bot, k + 1))[k].startswith(f'Index {name} as kb')
+            return (await w.ask(w.owner, room, 'kb'))[0]
+        assert await upload_then_kb({'msgtype': 'm.file', 'body': 'evil.md', 'url': 'https://evil.example/x'}, 'evil.md') == \
+            "evil.md: not a Matrix media URL: 'https://evil.example/x'"
+        assert (await upload_then_kb({'msgtype': 'm.file', 'body': 'gone.md', 'url': 'mxc://localhost/nosuchmedia'}, 'gone.md')) \
+            .startswith('gone.md: the homeserver could not deliver the file (HTTP 404)')
+        async with w.owner._http() as h:
+            mxc = (await h.post('/_matrix/media/v3/upload', content=b'not really encrypted', headers={'Content-Type': 'application/octet-stream'})).json()['content_uri']
+        bogus = {'url': mxc, 'key': {'alg': 'A256CTR', 'k': 'AAAA'}, 'iv': 'AAAAAAAAAAAAAAAAAAAAAA', 'hashes': {'sha256': 'AAAA'}}
+        assert (await upload_then_kb({'msgtype': 'm.file', 'body': 'tampered.md', 'file': bogus}, 'tampered.md')) \
+            .startswith('tampered.md: the encrypted file could not be decrypted')
+        assert await w.ask(w.owner, room, '/frob9') == ['Unknown command /frob9. Send /help for the list.']   # still serving
+    w = make_world()
+    w.cfg['owner_id'] = w.owner.id
+    run(w, scenario)
+
+
+def test_a_stranger_flooding_invitations_and_messages_gets_one_hint(make_world):
+    async def scenario(w):
+        rooms = []
+        for _ in range(5):                                                          # five group invitations: all declined
+            rooms.append((await w.stranger.call('POST', '/createRoom', json={'invite': [w.bot['user_id']], 'preset': 'private_chat'}))['room_id'])
+        room = await w.open_dm(w.stranger)
+        for i in range(30): await w.stranger.say(room, f'let me in {i}')
+        assert await w.ask(w.stranger, room, '/start nope')  == ['That pairing code is not right.']
+        assert (await w.replies(w.stranger, room)) == [HINT, 'That pairing code is not right.']
+        for rid in rooms:
+            d = await w.stranger.call('GET', f'/rooms/{rid}/state/m.room.member/{w.bot["user_id"]}')
+            assert d['membership'] == 'leave'
+    w = make_world()
+    w.cfg['owner_id'] = w.owner.id
+    run(w, scenario)

@@ -29,7 +29,7 @@ def check_user_id(uid:str)->str:
     if not USER_ID.fullmatch(uid or ''): raise MultisError(f"a Matrix user id looks like @multis:example.org, not {uid!r}")
     return uid
 
-# %% ../../nbs/73_platforms.matrix.ipynb 8
+# %% ../../nbs/73_platforms.matrix.ipynb 9
 _EXCHANGED, _EX_LOCK = {}, threading.Lock()   # (homeserver, user, password) -> (token, device); token -> device
 
 def _login(homeserver:str, user:str, password:str, timeout:float)->dict:
@@ -42,7 +42,7 @@ def _login(homeserver:str, user:str, password:str, timeout:float)->dict:
     except (ValueError, KeyError, AssertionError): raise MultisError(f"{homeserver} did not log {user} in (HTTP {r.status_code})") from None
     return d
 
-# %% ../../nbs/73_platforms.matrix.ipynb 9
+# %% ../../nbs/73_platforms.matrix.ipynb 10
 def exchange_password(homeserver:str, user:str, password:str, timeout:float=30)->tuple:
     "(access token, device id) for `user`'s `password`: one login per process and password"
     key = (homeserver, user, password)
@@ -57,7 +57,7 @@ def _exchanged_device(token:str)->str|None:
     "The device of a token this process got for a password (None: not one of ours)"
     with _EX_LOCK: return _EXCHANGED.get(token)
 
-# %% ../../nbs/73_platforms.matrix.ipynb 11
+# %% ../../nbs/73_platforms.matrix.ipynb 12
 INVITES = ('anyone', 'allowed')
 
 class MatrixSpec(PlatformSpec):
@@ -79,7 +79,7 @@ class MatrixSpec(PlatformSpec):
                               secret=True, enables=True, order=54, ask_if='matrix'),
                  InitQuestion('matrix_device', 'device_id', '', "the device id that goes with the access token", order=55))
 
-# %% ../../nbs/73_platforms.matrix.ipynb 12
+# %% ../../nbs/73_platforms.matrix.ipynb 13
 def _check_answers(a:dict, cfg:dict)->dict:
     "The Matrix answers checked; a password exchanged for a token when the homeserver and user are known"
     sec = cfg_get(cfg or {}, 'platforms.matrix') or {}
@@ -96,7 +96,7 @@ def _check_answers(a:dict, cfg:dict)->dict:
     elif a.get('matrix_token') and 'matrix_device' not in a: a['matrix_device'] = ''   # a new token: its device is asked of the server
     return a
 
-# %% ../../nbs/73_platforms.matrix.ipynb 13
+# %% ../../nbs/73_platforms.matrix.ipynb 14
 @patch(cls_method=True)
 def check_answers(cls:MatrixSpec, answers:dict, cfg:dict)->dict:
     "The homeserver, user id and token answers checked; a password exchanged for a token (see `exchange_password`)"

@@ -58,14 +58,14 @@ def save(self:MatrixState):
     d = {'next_batch': self.next_batch, 'handled': self.handled, 'outbox': self.outbox, 'told': self.told}
     atomic_write(self.path, json.dumps(d, ensure_ascii=False), mode=0o600)
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 9
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 10
 PART_CHARS = 4000   # a Matrix event is at most 64 KiB of JSON: 4,000 characters fit, escaped, with room to spare
 
 def txn_id(event_id:str, part:int)->str:
     "The transaction id of part `part` of the reply to `event_id`: the same on every try"
     return f"multis-{hashlib.sha256(event_id.encode()).hexdigest()[:32]}-{part}"
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 12
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 13
 _KINDS = {'m.file': 'document', 'm.image': 'photo', 'm.audio': 'audio'}
 
 def event_kind(ev)->str|None:
@@ -82,7 +82,7 @@ def matrix_message(room, ev)->Message:
     return Message('matrix', room.room_id, ev.sender, text or '', chat_type=kind, sender_name=room.user_name(ev.sender) or '',
                    msg_id=ev.event_id)
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 15
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 16
 def upload_info(ev)->dict:
     "kind, name, size (0: not said), seconds (audio), the mxc URL and the encryption info (None: not encrypted)"
     c = ev.source.get('content') or {}
@@ -94,7 +94,7 @@ def upload_info(ev)->dict:
     return dict(kind=kind, name=name, size=int(num(info.get('size')) or 0), secs=secs / 1000 if secs else None,
                 url=str((f or {}).get('url') or c.get('url') or ''), file=f)
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 16
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 17
 def upload_refusal(up:dict, cfg:dict)->str|None:
     "Why the upload `up` (see `upload_info`) is refused before download (too large, too long), or None"
     if up['kind'] == 'audio': return audio_refusal(up['size'], up['secs'], AudioLimits.from_config(cfg), up['name'])
@@ -107,7 +107,7 @@ def upload_limit(up:dict, cfg:dict)->int:
     "The most bytes read of upload `up`"
     return (AudioLimits if up['kind'] == 'audio' else IndexLimits).from_config(cfg).max_bytes
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 19
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 20
 DOWNLOAD_TIMEOUT = 300
 
 def download(homeserver:str, token:str, mxc:str, limit:int, timeout:float=DOWNLOAD_TIMEOUT)->bytes:
@@ -125,13 +125,13 @@ def download(homeserver:str, token:str, mxc:str, limit:int, timeout:float=DOWNLO
     except httpx.HTTPError as e: raise MultisError(f"the homeserver could not deliver the file ({type(e).__name__})") from None
     return bytes(buf)
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 21
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 22
 def decrypted(data:bytes, f:dict)->bytes:
     "The plain bytes of an encrypted attachment, checked against its hash; a `MultisError` when they do not match"
     try: return decrypt_attachment(data, f['key']['k'], f['hashes']['sha256'], f['iv'])
     except Exception as e: raise MultisError(f"the encrypted file could not be decrypted ({type(e).__name__})") from None
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 24
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 25
 TOKEN_HELP = "Matrix rejected the access token (platforms.matrix.access_token); run `multis init --matrix-password ...` for a new one"
 NO_E2E = ("multis cannot read encrypted messages here: its owner can install the encryption extra "
           "(pip install 'multis[matrix-e2e]') and restart it; until then, please write in a room without encryption.")
@@ -151,7 +151,7 @@ class MatrixPlatform(MatrixSpec, Platform):
 
     def __repr__(self): return f"MatrixPlatform({self.user_id or 'not logged in'}, problem={self.problem})"
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 26
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 27
 @patch
 def _client(self:MatrixPlatform, s:dict)->AsyncClient:
     "The nio client: with an encryption store when it can and may encrypt"
@@ -166,7 +166,7 @@ def _quiet_nio_logs():
     lg = logging.getLogger('nio')
     if lg.level == logging.NOTSET: lg.setLevel(logging.ERROR)
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 27
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 28
 @patch
 async def _login(self:MatrixPlatform):
     "Ask who the token is; restore the login (and the encryption store); a `MultisError` when the token is not usable"
@@ -186,7 +186,7 @@ async def _login(self:MatrixPlatform):
     self.user_id = r.user_id
     log.info("Matrix: logged in as %s (device %s, encryption %s)", r.user_id, dev or '?', 'on' if self.client.olm else 'off')
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 28
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 29
 @patch
 async def start(self:MatrixPlatform):
     "Check the config and the token, then sync in the background; a `MultisError` when it cannot run"
@@ -201,7 +201,7 @@ async def start(self:MatrixPlatform):
     except Exception as e: log.warning("Matrix: %s does not answer yet (%s); retrying", self.homeserver, type(e).__name__ or e)
     self._task = asyncio.create_task(self._run())
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 30
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 31
 @patch
 async def _next_sync(self:MatrixPlatform):
     "One sync request, cancellable by `stop`"
@@ -212,7 +212,7 @@ async def _next_sync(self:MatrixPlatform):
     try: return await self._sync
     finally: self._sync = None
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 31
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 32
 @patch
 async def _run(self:MatrixPlatform):
     while not self._stopping:
@@ -229,7 +229,7 @@ async def _run(self:MatrixPlatform):
         if self.problem: log.info("Matrix: %s answers again", self.homeserver)
         self.problem, self.backoff = None, 0.0
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 32
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 33
 @patch
 async def _trouble(self:MatrixPlatform, e:Exception):
     "Log a problem once per episode, then wait (longer each time, at most a minute)"
@@ -242,7 +242,7 @@ async def _trouble(self:MatrixPlatform, e:Exception):
     self.problem, self.backoff = kind, min(MAX_BACKOFF, max(1.0, self.backoff * 2))
     await asyncio.sleep(self.backoff)
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 33
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 34
 @patch
 async def _crypto(self:MatrixPlatform):
     "What an encrypting client owes after a sync: to-device messages, keys uploaded, queried, claimed"
@@ -253,7 +253,7 @@ async def _crypto(self:MatrixPlatform):
     if c.should_query_keys: await c.keys_query()
     if c.should_claim_keys and (users := c.get_users_for_key_claiming()): await c.keys_claim(users)
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 34
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 35
 @patch
 async def _on_sync(self:MatrixPlatform, r:SyncResponse):
     "Send what waits; answer invitations; hand each new event to the router; then keep the new sync token"
@@ -270,7 +270,7 @@ async def _on_sync(self:MatrixPlatform, r:SyncResponse):
             if room is not None: await self._on_event(room, ev)
     self.state.next_batch = r.next_batch; self.state.save()
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 36
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 37
 def joined_at(events:list, me:str)->int|None:
     "Where in `events` multis's own join is (None: it was in the room before them)"
     return next((i for i, e in enumerate(events) if isinstance(e, RoomMemberEvent) and e.state_key == me and e.membership == 'join'
@@ -283,7 +283,7 @@ async def _new_events(self:MatrixPlatform, rid:str, info)->list:
     if (i := joined_at(evs, self.user_id)) is not None: return evs[i + 1:]
     return (await self._gap(rid, info)) + evs
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 38
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 39
 MAX_GAP_PAGES = 20
 
 @patch
@@ -301,7 +301,7 @@ async def _gap(self:MatrixPlatform, rid:str, info)->list:
     else: log.warning("Matrix room %s: more than %d pages of missed events; older ones are skipped", rid, MAX_GAP_PAGES)
     return older[::-1]
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 40
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 41
 def invite_facts(state:list, me:str)->tuple:
     "(inviter, direct): direct when the invitation says so and the room, as far as it shows, has two members at most"
     inviter, direct, members = None, False, set()
@@ -312,7 +312,7 @@ def invite_facts(state:list, me:str)->tuple:
                 inviter, direct = e.sender, bool((e.content or {}).get('is_direct'))
     return inviter, direct and len(members) <= 2
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 41
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 42
 @patch
 def accepts(self:MatrixPlatform, inviter:str|None, direct:bool, room_id:str='')->bool:
     "Whether an invitation from `inviter` to a room (one-to-one or not) is accepted"
@@ -333,7 +333,7 @@ async def _on_invite(self:MatrixPlatform, rid:str, info):
         await self.client.room_leave(rid)
         log.info("Matrix: declined %s's invitation to %s (%s)", inviter, rid, 'a group' if not direct else 'not allowed')
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 43
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 44
 @patch
 def _serves(self:MatrixPlatform, m:Message)->bool:
     "Whether multis answers the sender of `m` here (owner or paired, in a chat it serves)"
@@ -349,7 +349,7 @@ async def _on_event(self:MatrixPlatform, room, ev):
     elif (kind := event_kind(ev)) is not None: return await self._route(room, ev, kind)
     self.state.handled[eid] = self.clock()
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 44
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 45
 @patch
 async def _route(self:MatrixPlatform, room, ev, kind:str):
     "Hand a message (and its upload) to the router; journal the reply, then send it"
@@ -365,7 +365,7 @@ async def _route(self:MatrixPlatform, room, ev, kind:str):
     await self._reply(ev.event_id, room.room_id, reply)
     if serves: await self._typing(room.room_id, False)
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 45
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 46
 @patch
 def _fetch(self:MatrixPlatform, up:dict)->bytes:
     "An upload's bytes (decrypted if need be): run from the router's thread"
@@ -379,7 +379,7 @@ async def _typing(self:MatrixPlatform, rid:str, on:bool):
     try: await self.client.room_typing(rid, on, timeout=30_000)
     except Exception as e: log.debug("Matrix: typing notice failed (%s)", e)
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 46
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 47
 @patch
 async def _undecryptable(self:MatrixPlatform, room, ev):
     "An encrypted event multis cannot read: the room is told once why (no encryption here, or keys missing)"
@@ -392,7 +392,7 @@ async def _undecryptable(self:MatrixPlatform, room, ev):
     self.state.told.append(key)
     await self._reply(ev.event_id, room.room_id, CANT_DECRYPT if self.client.olm is not None else NO_E2E)
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 48
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 49
 @patch
 async def _reply(self:MatrixPlatform, eid:str, rid:str, reply:str|None):
     "Record event `eid` as handled, with its reply waiting; then send what waits"
@@ -403,7 +403,7 @@ async def _reply(self:MatrixPlatform, eid:str, rid:str, reply:str|None):
 
 _FINAL = ('M_FORBIDDEN', 'M_NOT_FOUND', 'M_TOO_LARGE', 'M_BAD_JSON', 'M_NOT_JSON', 'M_UNKNOWN_TOKEN')
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 49
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 50
 @patch
 async def _flush(self:MatrixPlatform):
     "Send the waiting replies, oldest first, each part once"
@@ -417,7 +417,7 @@ async def _flush(self:MatrixPlatform):
             e['sent'] = i + 1; self.state.save()
         self.state.outbox.pop(0); self.state.save()
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 50
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 51
 @patch
 async def _send_event(self:MatrixPlatform, rid:str, content:dict, txn:str|None=None):
     "room_send, encrypting for every device in an encrypted room (multis trusts on first use)"
@@ -434,7 +434,7 @@ async def send(self:MatrixPlatform, chat_id:str, text:str)->list:
         ids.append(r.event_id)
     return ids
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 51
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 52
 @patch
 async def stop(self:MatrixPlatform):
     "Stop after the event in hand (its reply sent), save the state, close the connection"
