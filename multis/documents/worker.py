@@ -45,7 +45,8 @@ def _limit_cpu(seconds:float|None):
     except (ValueError, OSError): pass
 
 # %% ../../nbs/10a_documents.worker.ipynb 10
-_MEMORY = re.compile(r'alloc\w*\b.*\bfailed|unable to allocate|out of memory|memory allocation failed|cannot allocate memory|MemoryError', re.I)
+_MEMORY = re.compile(r'alloc\w*\b.*\bfailed|unable to allocate|out of memory|memory allocation failed|cannot allocate memory|MemoryError'
+                     r'|Error -4 while (de)?compressing', re.I)   # -4: zlib's Z_MEM_ERROR
 
 def _out_of_memory(e:BaseException)->bool:
     "Whether an exception, or one it was raised from, is an allocation failure (libxml2 says so in its error log)"
