@@ -597,3 +597,28 @@ def test_a_stranger_flooding_invitations_and_messages_gets_one_hint(make_world):
     w = make_world()
     w.cfg['owner_id'] = w.owner.id
     run(w, scenario)
+
+
+def test_the_init_wizard_asks_for_the_homeserver_user_and_a_password(synapse, tmp_path):
+    "Interactive `multis init`: Matrix yes, its homeserver and user, Enter for a token, then the password, exchanged"
+    from multis.run.onboarding import run_init
+    k = next(_n)
+    bot = synapse.register(f'bot{k}', password='pw-wizard-1')
+    prompts, said = [], []
+    def script(*answers):
+        it = iter(answers)
+        def ask(p): prompts.append(p); return next(it)
+        return ask
+    cfg = run_init(interactive=True, home=tmp_path/'home', say=said.append,
+                   ask=script('', 'none', 'no', 'yes', synapse.url + '/', bot['user_id']), ask_secret=script('', '', 'pw-wizard-1'))
+    mx = cfg['platforms']['matrix']
+    assert (mx['enabled'], mx['homeserver'], mx['user_id']) == (True, synapse.url, bot['user_id'])
+    assert mx['access_token'].startswith('syt_') and mx['device_id'] and 'pw-wizard-1' not in (tmp_path/'home'/'config.json').read_text()
+    assert any('Matrix homeserver URL' in p for p in prompts) and any('never stored' in p for p in prompts)
+    who = httpx.get(f'{synapse.url}/_matrix/client/v3/account/whoami', headers={'Authorization': f"Bearer {mx['access_token']}"}).json()
+    assert (who['user_id'], who['device_id']) == (bot['user_id'], mx['device_id'])
+    # a wrong homeserver answer is asked again, with the reason
+    said.clear()
+    run_init(interactive=True, home=tmp_path/'home2', say=said.append,
+             ask=script('', 'none', 'no', 'yes', 'matrix.example.org', synapse.url, bot['user_id']), ask_secret=script('', '', mx['access_token']))
+    assert any('must be an http(s) URL' in s for s in said)
