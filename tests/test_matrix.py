@@ -397,6 +397,27 @@ def test_an_encrypted_room_is_read_and_answered_encrypted(make_world, tmp_path):
             await p.say(room, '/search pairing')
             await p.until(lambda: len(p.from_(w.bot['user_id'])) >= 2)
             assert p.from_(w.bot['user_id'])[1].startswith('1. [multis-handbook.pdf')
+            # an encrypted upload: the scope question, then downloaded, decrypted and indexed
+            from nio.crypto.attachments import encrypt_attachment
+            async def send_file(name, data, tamper=False):
+                cipher, keys = encrypt_attachment(data)
+                async with w.owner._http() as h:
+                    uri = (await h.post('/_matrix/media/v3/upload', content=cipher[:-1] + b'!' if tamper else cipher,
+                                        headers={'Content-Type': 'application/octet-stream'})).json()['content_uri']
+                r = await p.c.room_send(room, 'm.room.message', {'msgtype': 'm.file', 'body': name, 'file': {'url': uri, **keys}},
+                                        ignore_unverified_devices=True)
+                assert getattr(r, 'event_id', None), r
+            await send_file('secret-swap.md', b'# Seed swap\n\nThe quokkaberry seed swap meets on Sundays.\n')
+            await p.until(lambda: len(p.from_(w.bot['user_id'])) >= 3)
+            assert p.from_(w.bot['user_id'])[2].startswith('Index secret-swap.md as kb')
+            await p.say(room, 'kb')
+            await p.until(lambda: len(p.from_(w.bot['user_id'])) >= 4)
+            assert p.from_(w.bot['user_id'])[3] == 'Indexed secret-swap.md (1 chunk, kb).'
+            await send_file('tampered.md', b'# x\n\ny', tamper=True)                 # a changed byte: the hash does not match
+            await p.until(lambda: len(p.from_(w.bot['user_id'])) >= 5)
+            await p.say(room, 'kb')
+            await p.until(lambda: len(p.from_(w.bot['user_id'])) >= 6)
+            assert p.from_(w.bot['user_id'])[5].startswith('tampered.md: the encrypted file could not be decrypted')
             raw = await w.owner.call('GET', f'/rooms/{room}/messages', params={'dir': 'b', 'limit': 50})
             mine = [e for e in raw['chunk'] if e['sender'] == w.bot['user_id'] and e['type'].startswith('m.room.')
                     and e['type'] in ('m.room.message', 'm.room.encrypted')]
@@ -571,11 +592,7 @@ def test_malformed_events_and_hostile_uploads_get_one_line_each(make_world):
             "evil.md: not a Matrix media URL: 'https://evil.example/x'"
         assert (await upload_then_kb({'msgtype': 'm.file', 'body': 'gone.md', 'url': 'mxc://localhost/nosuchmedia'}, 'gone.md')) \
             .startswith('gone.md: the homeserver could not deliver the file (HTTP 404)')
-        async with w.owner._http() as h:
-            mxc = (await h.post('/_matrix/media/v3/upload', content=b'not really encrypted', headers={'Content-Type': 'application/octet-stream'})).json()['content_uri']
-        bogus = {'url': mxc, 'key': {'alg': 'A256CTR', 'k': 'AAAA'}, 'iv': 'AAAAAAAAAAAAAAAAAAAAAA', 'hashes': {'sha256': 'AAAA'}}
-        assert (await upload_then_kb({'msgtype': 'm.file', 'body': 'tampered.md', 'file': bogus}, 'tampered.md')) \
-            .startswith('tampered.md: the encrypted file could not be decrypted')
+        await w.owner.say(room, msgtype='m.file', body='nourl.md')                     # no url: not a valid event, left alone
         assert await w.ask(w.owner, room, '/frob9') == ['Unknown command /frob9. Send /help for the list.']   # still serving
     w = make_world()
     w.cfg['owner_id'] = w.owner.id
@@ -622,3 +639,22 @@ def test_the_init_wizard_asks_for_the_homeserver_user_and_a_password(synapse, tm
     run_init(interactive=True, home=tmp_path/'home2', say=said.append,
              ask=script('', 'none', 'no', 'yes', 'matrix.example.org', synapse.url, bot['user_id']), ask_secret=script('', '', mx['access_token']))
     assert any('must be an http(s) URL' in s for s in said)
+
+
+def test_send_for_the_scheduler_and_the_outbox(make_world):
+    "The contract's `send`: a reminder is an m.text (it notifies), long ones in parts; a room multis is not in is refused"
+    async def scenario(w):
+        room = await w.open_dm(w.owner)
+        ids = await w.mx.send(room, 'Reminder: call Alice')
+        assert len(ids) == 1 and ids[0].startswith('$')
+        ids = await w.mx.send(room, 'word ' * 2000)
+        assert len(ids) == 3
+        async with w.owner._http() as h:
+            d = (await h.get(f'/_matrix/client/v3/rooms/{room}/event/{ids[0]}')).json()
+        assert d['content']['msgtype'] == 'm.text'
+        with pytest.raises(MultisError, match='refused the message'):
+            await w.mx.send('!nosuchroom:localhost', 'hello')
+    w = make_world()
+    w.cfg['owner_id'] = w.owner.id
+    run(w, scenario)
+    with pytest.raises(MultisError, match='Matrix is not running'): asyncio.run(w.mx.send('!x:localhost', 'hi'))

@@ -9,6 +9,7 @@ __all__ = ['log', 'KEEP_HANDLED', 'PART_CHARS', 'DOWNLOAD_TIMEOUT', 'TOKEN_HELP'
 
 # %% ../../nbs/73a_platforms.matrixbot.ipynb 3
 import asyncio, hashlib, json, logging, time
+from types import SimpleNamespace
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
@@ -17,7 +18,8 @@ from fastcore.basics import patch
 try: import nio
 except ImportError as e: raise ImportError("matrix-nio is not installed: pip install 'multis[matrix]' ('multis[matrix-e2e]' for encrypted rooms)") from e
 from nio import (AsyncClient, AsyncClientConfig, InviteMemberEvent, MegolmEvent, RoomMemberEvent, RoomEncryptedMedia, RoomMessageMedia,
-                 RoomMessageText, SyncResponse, UnknownEncryptedEvent, WhoamiResponse, JoinResponse, RoomSendResponse)
+                 RoomMessageText, SyncResponse, UnknownEncryptedEvent, WhoamiResponse, JoinResponse, RoomSendResponse,
+                 LocalProtocolError)
 from nio.crypto import ENCRYPTION_ENABLED
 from nio.crypto.attachments import decrypt_attachment
 from ..core import MultisError, atomic_write, multis_home
@@ -420,8 +422,9 @@ async def _flush(self:MatrixPlatform):
 # %% ../../nbs/73a_platforms.matrixbot.ipynb 51
 @patch
 async def _send_event(self:MatrixPlatform, rid:str, content:dict, txn:str|None=None):
-    "room_send, encrypting for every device in an encrypted room (multis trusts on first use)"
-    return await self.client.room_send(rid, 'm.room.message', content, tx_id=txn, ignore_unverified_devices=True)
+    "room_send, encrypting for every device in an encrypted room (multis trusts on first use); a room it is not in is `M_NOT_FOUND`"
+    try: return await self.client.room_send(rid, 'm.room.message', content, tx_id=txn, ignore_unverified_devices=True)
+    except LocalProtocolError as e: return SimpleNamespace(status_code='M_NOT_FOUND', message=str(e))
 
 @patch
 async def send(self:MatrixPlatform, chat_id:str, text:str)->list:
@@ -445,4 +448,5 @@ async def stop(self:MatrixPlatform):
         except asyncio.CancelledError: pass
     self._task = None
     if self.client is not None: await self.client.close()
+    self.user_id = None
     self.state.save()
