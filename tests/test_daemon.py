@@ -241,7 +241,7 @@ def _foreground(home):
 def test_foreground_says_it_started_and_stopped(home):
     code, out, err, pid = _foreground(home)
     assert (code, err) == (0, ''), err
-    assert out.splitlines() == [f"multis started (pid {pid}); log: {log_path(home)}", '  telegram: off', '  beeper: off',
+    assert out.splitlines() == [f"multis started (pid {pid}); log: {log_path(home)}", '  telegram: off', '  beeper: off', '  matrix: off',
                                 '  no chat platform is running: only the scheduler runs',
                                 '  scheduler: running, 0 scheduled jobs, checked every 30 s',
                                 '  service: off (service.enabled is false)', '  watch: off (no watched folders)',
