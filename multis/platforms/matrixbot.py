@@ -149,7 +149,7 @@ class MatrixPlatform(MatrixSpec, Platform):
         self.state = MatrixState(self.dir/'state.json')
         self.executor = executor or ThreadPoolExecutor(1, thread_name_prefix='multis-matrix')
         self.client = self.user_id = self.token = self.homeserver = self._task = self._sync = None
-        self._stopping, self.problem, self.backoff, self.sync_timeout = False, None, 0.0, 30_000
+        self._stopping, self.problem, self.backoff, self.sync_timeout, self._asides = False, None, 0.0, 30_000, set()
 
     def __repr__(self): return f"MatrixPlatform({self.user_id or 'not logged in'}, problem={self.problem})"
 
@@ -361,11 +361,11 @@ async def _route(self:MatrixPlatform, room, ev, kind:str):
         up = upload_info(ev)
         if serves and (reply := upload_refusal(up, self.router.cfg)): return await self._reply(ev.event_id, room.room_id, reply)
         m.attachment = Attachment(up['name'], fetch=lambda: self._fetch(up), kind=kind, duration=up['secs'])
-    if serves: await self._typing(room.room_id, True)
+    if serves: self._aside(self._typing(room.room_id, True))
     try: reply = await asyncio.get_running_loop().run_in_executor(self.executor, self.router.handle, m)
     except Exception: log.exception("Matrix: error handling %s in %s; it is not answered", ev.event_id, room.room_id)
     await self._reply(ev.event_id, room.room_id, reply)
-    if serves: await self._typing(room.room_id, False)
+    if serves: self._aside(self._typing(room.room_id, False))
 
 # %% ../../nbs/73a_platforms.matrixbot.ipynb 46
 @patch
@@ -376,12 +376,19 @@ def _fetch(self:MatrixPlatform, up:dict)->bytes:
         return decrypted(data, up['file']) if up['file'] else data
     except MultisError as e: raise MultisError(f"{up['name']}: {e}") from None
 
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 47
+@patch
+def _aside(self:MatrixPlatform, coro):
+    "Run `coro` beside the handling (typing notices: nobody waits for them); `stop` waits for what is left"
+    t = asyncio.get_running_loop().create_task(coro)
+    self._asides.add(t); t.add_done_callback(self._asides.discard)
+
 @patch
 async def _typing(self:MatrixPlatform, rid:str, on:bool):
     try: await self.client.room_typing(rid, on, timeout=30_000)
     except Exception as e: log.debug("Matrix: typing notice failed (%s)", e)
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 47
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 48
 @patch
 async def _undecryptable(self:MatrixPlatform, room, ev):
     "An encrypted event multis cannot read: the room is told once why (no encryption here, or keys missing)"
@@ -394,7 +401,7 @@ async def _undecryptable(self:MatrixPlatform, room, ev):
     self.state.told.append(key)
     await self._reply(ev.event_id, room.room_id, CANT_DECRYPT if self.client.olm is not None else NO_E2E)
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 49
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 50
 @patch
 async def _reply(self:MatrixPlatform, eid:str, rid:str, reply:str|None):
     "Record event `eid` as handled, with its reply waiting; then send what waits"
@@ -405,7 +412,7 @@ async def _reply(self:MatrixPlatform, eid:str, rid:str, reply:str|None):
 
 _FINAL = ('M_FORBIDDEN', 'M_NOT_FOUND', 'M_TOO_LARGE', 'M_BAD_JSON', 'M_NOT_JSON', 'M_UNKNOWN_TOKEN')
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 50
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 51
 @patch
 async def _flush(self:MatrixPlatform):
     "Send the waiting replies, oldest first, each part once"
@@ -416,10 +423,11 @@ async def _flush(self:MatrixPlatform):
             if not isinstance(r, RoomSendResponse):
                 if getattr(r, 'status_code', None) not in _FINAL: raise ConnectionError(f"sending to {e['room']} failed: {getattr(r, 'message', r)}")
                 log.error("Matrix: %s refused a reply (%s); it is dropped", e['room'], r.status_code); break
-            e['sent'] = i + 1; self.state.save()
-        self.state.outbox.pop(0); self.state.save()
+            e['sent'] = i + 1
+            if e['sent'] < len(e['parts']): self.state.save()
+        self.state.outbox.pop(0); self.state.save()      # the last part acknowledged: one write for both
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 51
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 52
 @patch
 async def _send_event(self:MatrixPlatform, rid:str, content:dict, txn:str|None=None):
     "room_send, encrypting for every device in an encrypted room (multis trusts on first use); a room it is not in is `M_NOT_FOUND`"
@@ -437,7 +445,7 @@ async def send(self:MatrixPlatform, chat_id:str, text:str)->list:
         ids.append(r.event_id)
     return ids
 
-# %% ../../nbs/73a_platforms.matrixbot.ipynb 52
+# %% ../../nbs/73a_platforms.matrixbot.ipynb 53
 @patch
 async def stop(self:MatrixPlatform):
     "Stop after the event in hand (its reply sent), save the state, close the connection"
@@ -447,6 +455,7 @@ async def stop(self:MatrixPlatform):
         try: await self._task
         except asyncio.CancelledError: pass
     self._task = None
+    if self._asides: await asyncio.gather(*self._asides, return_exceptions=True)
     if self.client is not None: await self.client.close()
     self.user_id = None
     self.state.save()
