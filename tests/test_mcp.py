@@ -331,3 +331,23 @@ def test_unknown_token_and_missing_sdk_are_one_line(home):
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=60,
                        env={**os.environ, 'MULTIS_HOME': str(home['home'])}, stdin=subprocess.DEVNULL)
     assert r.returncode == 1 and r.stderr.strip().splitlines()[-1].endswith('pip install -e ".[mcp]"')
+
+
+def test_the_daemons_memory_service_serves_mcp_too(home):
+    "`multis start` with service.enabled: /mcp answers there as it does under `multis serve`"
+    from multis.config import load_config
+    from multis.run.daemon import Daemon
+    cfg = load_config(home['home']/'config.json')
+    cfg['service'] = {**cfg.get('service', {}), 'enabled': True, 'port': free_port()}
+    d = Daemon(home['home'], cfg=cfg)
+    d.start_local()
+    try:
+        assert d.status['service'].startswith('running on http://127.0.0.1:')
+        async def go():
+            async with AsyncExitStack() as stack:
+                s = await _open(stack, 'http', 'owner', home, d.service.url)
+                r = await s.call_tool('search', {'query': 'how do I pair my phone'})
+                return r.is_error, r.content[0].text
+        err, text = anyio.run(go)
+        assert not err and 'multis-handbook.pdf' in text
+    finally: d.stop_local(); d.router.close()

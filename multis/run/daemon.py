@@ -8,7 +8,7 @@ __all__ = ['log', 'LOG_FORMAT', 'lock_path', 'pid_path', 'state_path', 'log_path
            'run_foreground', 'start', 'stop', 'outbox_line', 'status']
 
 # %% ../../nbs/80_run.daemon.ipynb 2
-import asyncio, json, logging, os, signal, subprocess, sys, threading, time
+import asyncio, importlib.util, json, logging, os, signal, subprocess, sys, threading, time
 from pathlib import Path
 from typing import Callable
 from filelock import FileLock, Timeout
@@ -178,6 +178,8 @@ def start_local(self:Daemon):
         try:
             from multis.run.service import ServiceThread, create_app
             app = create_app(self.url, self.cfg, self.home, provider=self.conv.provider)
+            if importlib.util.find_spec('mcp') is not None:       # MCP at /mcp, as `multis serve` has it
+                from multis.run.mcp import mount_mcp; mount_mcp(app)
             self.service = ServiceThread(app, '127.0.0.1', int(cfg_get(self.cfg, 'service.port', 5858))).start()
             self.status['service'] = f"running on {self.service.url}"
         except Exception as e: self.status['service'] = f"failed: {e}"; log.error("the memory service could not start: %s", e)
