@@ -9,7 +9,7 @@ Each question runs once per variant, in an order that rotates from question to q
 questions. The figure that matters is the overhead: the tool call's latency minus the direct search's, at p50 and
 p95 (the issue's aim: p95 overhead under 10 ms).
 """
-import argparse, json, os, shutil, signal, socket, subprocess, sys, tempfile, time, urllib.request
+import argparse, json, os, shutil, sys, tempfile, time
 from contextlib import AsyncExitStack
 from pathlib import Path
 HERE = Path(__file__).resolve().parent
@@ -24,24 +24,10 @@ from search import build
 from multis.config import load_config
 from multis.retrieval.store import Store
 from multis.run.guard import service_token
+from multis.testing.service import ServeProcess
 
 MULTIS = str(Path(sys.executable).parent/'multis')
 LIMIT, WARMUP = 10, 20
-
-def free_port()->int:
-    with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
-
-def start_service(home:Path)->tuple:
-    "(process, url) of a real `multis serve` on a free port"
-    port = free_port()
-    p = subprocess.Popen([MULTIS, 'serve', '--port', str(port)], env={**os.environ, 'MULTIS_HOME': str(home)},
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    url, end = f'http://127.0.0.1:{port}', time.monotonic() + 120
-    while True:
-        try: urllib.request.urlopen(url + '/health', timeout=2).read(); return p, url
-        except OSError:
-            if p.poll() is not None or time.monotonic() > end: raise SystemExit('multis serve did not start')
-            time.sleep(0.1)
 
 async def sessions(stack:AsyncExitStack, home:Path, url:str)->dict:
     "name -> ClientSession: one over stdio, one over HTTP with the owner's token"
@@ -62,7 +48,7 @@ async def run_size(n:int, n_queries:int)->dict:
         cfg = load_config(home/'config.json')['search']
         opts = dict(activation_weight=cfg['activation_weight'], decay=cfg['decay'], candidate_factor=cfg['candidate_factor'],
                     bm25_weights=tuple(cfg['bm25_weights']))
-        proc, url = start_service(home)
+        srv = ServeProcess(home, timeout=120).start(); url = srv.url
         times = {'direct': [], 'stdio': [], 'http': []}
         try:
             with Store(home/'multis.db') as st:
@@ -85,8 +71,7 @@ async def run_size(n:int, n_queries:int)->dict:
                             # the same store, options and clock to the second: only activation drift may differ
                             if set(got['direct']) != set(got['stdio']) or set(got['direct']) != set(got['http']):
                                 raise SystemExit(f'different hits for {q!r}')
-        finally:
-            proc.send_signal(signal.SIGTERM); proc.wait(30)
+        finally: srv.stop(30)
         return times
     finally: shutil.rmtree(home, ignore_errors=True)
 

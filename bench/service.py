@@ -11,7 +11,7 @@ Each client alternates a search (`POST /search`, a question drawn from the sampl
 (`memory.index_raw`), so every write touches the store. Lost writes: acknowledged (200) messages missing from the
 chat's log or not found by a search of their unique word in the chat's scope.
 """
-import argparse, json, os, random, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+import argparse, json, os, random, shutil, subprocess, sys, tempfile, threading, time
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, pct
@@ -20,27 +20,11 @@ from multis.config import redact_url
 from multis.retrieval.store import open_store
 from multis.memory.chat import ChatMemory
 from multis.run.guard import service_token
+from multis.testing.service import ServeProcess
 
 REPO = Path(__file__).resolve().parents[1]
 MULTIS = str(Path(sys.executable).parent/'multis')
 WORDS = 'tomato soup roast garlic onion ferry pairing scopes privacy install daemon telegram beeper index search memory'.split()
-
-def free_port()->int:
-    with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
-
-def start(home:Path, workers:int)->tuple:
-    port = free_port()
-    p = subprocess.Popen([MULTIS, 'serve', '--port', str(port), '--workers', str(workers)], env={**os.environ, 'MULTIS_HOME': str(home)},
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    url, end = f'http://127.0.0.1:{port}', time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(url + '/health', timeout=2).status_code == 200: break
-        except httpx.HTTPError: pass
-        if p.poll() is not None or time.monotonic() > end: raise SystemExit('multis serve did not start')
-        time.sleep(0.1)
-    time.sleep(1.0 + 0.5 * workers)          # every worker up, not only the first
-    return p, url
 
 def load(url:str, token:str, run:str, clients:int, seconds:float)->dict:
     "Each client for `seconds`: search, message, search, message..."
@@ -102,9 +86,9 @@ def main():
         print(f"{'workers':>7} {'req/s':>7} {'p50 ms':>7} {'p95 ms':>7} {'errors':>6} {'writes':>6} {'lost':>5} {'req/s vs 1':>10}")
         base, token = None, service_token(home)
         for n in [int(x) for x in a.workers.split(',')]:
-            p, surl = start(home, n)
-            try: res = load(surl, token, f'{n}r{int(time.time())}', a.clients, a.seconds)
-            finally: p.send_signal(signal.SIGTERM); p.wait(60)
+            with ServeProcess(home, '--workers', str(n), timeout=120) as srv:
+                time.sleep(1.0 + 0.5 * n)          # every worker up, not only the first
+                res = load(srv.url, token, f'{n}r{int(time.time())}', a.clients, a.seconds)
             rps = len(res['lat']) / res['wall']; base = base or rps
             print(f"{n:>7} {rps:>7.1f} {pct(res['lat'], 50)*1e3:>7.1f} {pct(res['lat'], 95)*1e3:>7.1f} {len(res['errors']):>6} "
                   f"{len(res['sent']):>6} {lost(home, url, res['sent']):>5} {rps/base:>9.2f}x", flush=True)

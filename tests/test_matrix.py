@@ -474,7 +474,6 @@ def _bodies(h, room, sender)->list:
 
 
 def test_init_exchanges_a_password_for_a_token_and_the_daemon_survives_kill_9(synapse, tmp_path):
-    from multis.run.daemon import state_path
     k = next(_n)
     bot, owner = synapse.register(f'bot{k}', password='bot-password-1'), synapse.register(f'owner{k}')
     home = tmp_path/'home'

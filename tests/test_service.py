@@ -1,5 +1,5 @@
 "The memory service through a real uvicorn server on 127.0.0.1, with httpx and schemathesis"
-import json, logging, os, signal, socket, subprocess, sys, threading, time
+import json, logging, os, subprocess, sys, threading, time
 from pathlib import Path
 import httpx, pytest
 from hypothesis import given, settings, HealthCheck
@@ -17,6 +17,7 @@ from multis.governance.audit import read_audit
 from multis.memory.chat import ChatMemory
 from multis.run.service import create_app, ServiceThread
 from multis.run.guard import service_token, token_id
+from multis.testing.service import ServeProcess, free_port
 
 LIMITED = 'limited-token-for-tests'
 WRITER = 'writer-token-for-tests'
@@ -307,45 +308,29 @@ def test_concurrent_load(env):
     for t in ts: t.join(30)
     assert errors == []
 
-def _free_port():
-    with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
-
 def test_serve_sigterm(tmp_path):
     "`serve` exits 0 on SIGTERM; item 15: uvicorn's access log (stdout) prints no query string, so ?token= stays out"
-    port = _free_port()
     stale = tmp_path/'memory'/'chats'/'9'/'.recent.json.999999999.deadbeef.tmp'   # item 16: cleaned at start
     stale.parent.mkdir(parents=True); stale.write_text('[]')
     watched, secret = tmp_path/'watched', stale.parent/'memory.md'   # the watcher checks every file with governance
     watched.mkdir(); secret.write_text('# Secret\nthe wombat secret\n')
     (watched/'ok.md').write_text('# Ok\nthe wombat sleeps\n'); (watched/'leak.md').symlink_to(secret)   # another chat's memory
     (tmp_path/'config.json').write_text(json.dumps({'watch': [{'path': str(watched), 'scope': 'kb'}]}))
-    code = f"import sys; from multis.run.service import serve; sys.exit(serve({port}))"
-    p = subprocess.Popen([sys.executable, '-c', code], env={**os.environ, 'MULTIS_HOME': str(tmp_path)},
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        end = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(f'http://127.0.0.1:{port}/health').status_code == 200: break
-            except httpx.TransportError: pass
-            assert time.monotonic() < end and p.poll() is None, p.stdout.read().decode()
-            time.sleep(0.1)
+    with ServeProcess(tmp_path, timeout=20) as srv:
+        url, end = srv.url, time.monotonic() + 20
         tok = (tmp_path/'service-token').read_text().strip()
         assert not stale.exists()
         auth = {'Authorization': f'Bearer {tok}'}
-        while not (hits := httpx.post(f'http://127.0.0.1:{port}/search', json={'query': 'wombat'}, headers=auth).json()):
+        while not (hits := httpx.post(f'{url}/search', json={'query': 'wombat'}, headers=auth).json()):
             assert time.monotonic() < end + 20; time.sleep(0.1)
         assert [h['name'] for h in hits] == ['Ok']   # the link into another chat's memory was refused
-        assert httpx.get(f'http://127.0.0.1:{port}/stats', headers={'Authorization': f'Bearer {tok}'}).status_code == 200
-        assert httpx.get(f'http://127.0.0.1:{port}/stats?token={tok}').status_code == 401
-        assert httpx.get(f'http://127.0.0.1:{port}/health?api_key=sk-live-123456&x=1').status_code == 200
-        p.send_signal(signal.SIGTERM)
-        assert p.wait(15) == 0
-        out = p.stdout.read().decode()
-        assert '"GET /stats?[redacted] HTTP/1.1" 401' in out and '"GET /stats HTTP/1.1" 200' in out, out
-        assert tok not in out and 'sk-live-123456' not in out and 'token=' not in out, out
-    finally:
-        if p.poll() is None: p.kill()
+        assert httpx.get(f'{url}/stats', headers={'Authorization': f'Bearer {tok}'}).status_code == 200
+        assert httpx.get(f'{url}/stats?token={tok}').status_code == 401
+        assert httpx.get(f'{url}/health?api_key=sk-live-123456&x=1').status_code == 200
+    assert srv.proc.returncode == 0
+    out = srv.output(100_000)
+    assert '"GET /stats?[redacted] HTTP/1.1" 401' in out and '"GET /stats HTTP/1.1" 200' in out, out
+    assert tok not in out and 'sk-live-123456' not in out and 'token=' not in out, out
 
 def _operations(url, auth):
     "Every operation of the served schema (schemathesis's Python API; its pytest plugin does not load under pytest 9)"
@@ -378,7 +363,7 @@ def test_daemon_runs_service_and_watcher(tmp_path, caplog):
     home.mkdir(); watched.mkdir(); (watched/'w0.md').write_text('# W0\nthe walrus waits\n')
     (home/'governance.json').write_text(json.dumps({'allowed_roots': [str(watched)]}))   # watched files pass check_file
     cfg = load_config(home/'config.json', env=False)
-    cfg['service'].update(enabled=True, port=_free_port())
+    cfg['service'].update(enabled=True, port=free_port())
     cfg['watch'] = [{'path': str(watched), 'scope': 'kb', 'recursive': True}]
     cfg['memory']['index_raw'] = True
     d = Daemon(home, cfg, provider=EchoModel(), platforms={})
@@ -614,18 +599,11 @@ def test_serve_with_workers_loses_no_write(tmp_path, workers_store):
     (home/'config.json').write_text(json.dumps({'store': {'url': workers_store}}))
     (home/'governance.json').write_text(json.dumps({'allowed_roots': [str(docs)]}))
     with open_store(workers_store) as st: index_file(st, tmp_path/'n.md', 'kb')
-    with socket.socket() as s: s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]
-    env = {**os.environ, 'MULTIS_HOME': str(home)}
-    out = open(tmp_path/'serve.log', 'w+')
-    p = subprocess.Popen([str(Path(sys.executable).parent/'multis'), 'serve', '--port', str(port), '--workers', '2'], env=env,
-                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    url, tok, end = f'http://127.0.0.1:{port}', service_token(home), time.monotonic() + 60
+    srv = ServeProcess(home, '--workers', '2').start()
+    p, url, tok, end = srv.proc, srv.url, service_token(home), time.monotonic() + 60
     try:
-        while True:
-            try:
-                if httpx.get(url + '/health', timeout=2).status_code == 200 and len(_children(p.pid)) >= 2: break
-            except httpx.HTTPError: pass
-            assert p.poll() is None and time.monotonic() < end, (tmp_path/'serve.log').read_text()[-2000:]
+        while len(_children(p.pid)) < 2:                      # every worker up, not only the first
+            assert p.poll() is None and time.monotonic() < end, srv.output()
             time.sleep(0.2)
         workers = [c for c in _children(p.pid) if 'spawn_main' in Path(f'/proc/{c}/cmdline').read_bytes().decode(errors='replace')]
         errors, sent = [], []
@@ -645,8 +623,7 @@ def test_serve_with_workers_loses_no_write(tmp_path, workers_store):
         ts = [threading.Thread(target=client, args=(i,)) for i in range(8)] + [threading.Thread(target=indexer, args=(i,)) for i in range(2)]
         for t in ts: t.start()
         for t in ts: t.join()
-    finally:
-        p.send_signal(signal.SIGTERM); rc = p.wait(60)
+    finally: rc = srv.stop()
     assert len(workers) == 2
     assert errors == [] and len(sent) == 200
     assert rc == 0

@@ -1,11 +1,12 @@
 "Issue 17 item 1: every command works on the store that `--db`, `MULTIS_DATABASE_URL` or `store.url` names, and never prints its password"
-import json, os, shutil, signal, socket, subprocess, sys, time
+import json, os, shutil, subprocess, sys, time
 from pathlib import Path
 import anyio, httpx, pytest
 from conftest import REPO
 from multis.config import DATABASE_ENV
 from multis.retrieval.store import Store
 from multis.documents.indexer import index_directory
+from multis.testing.service import ServeProcess
 
 MULTIS = shutil.which('multis', path=str(Path(sys.executable).parent)) or shutil.which('multis')
 DATA = REPO/'data'
@@ -69,30 +70,15 @@ def test_eval_keeps_its_corpus_in_a_store_url(tmp_path):
     assert not (tmp_path/'home'/'multis.db').exists()
 
 
-def _free_port():
-    with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
-
-
 def test_serve_searches_the_url(other):
     home, db = other['home'], other['db']
     with Store(db) as st: index_directory(st, DATA, 'kb', progress=False)
-    port = _free_port()
-    env = {**{k: v for k, v in os.environ.items() if k != DATABASE_ENV}, 'MULTIS_HOME': str(home), **other['env']}
-    p = subprocess.Popen([MULTIS, 'serve', '--port', str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        end = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f'http://127.0.0.1:{port}/health').status_code == 200: break
-            except httpx.TransportError: pass
-            assert time.monotonic() < end and p.poll() is None, p.stdout.read().decode()
-            time.sleep(0.1)
+    env = {**{k: v for k, v in os.environ.items() if k != DATABASE_ENV}, **other['env']}
+    with ServeProcess(home, env=env, timeout=30) as srv:
         auth = {'Authorization': f"Bearer {(home/'service-token').read_text().strip()}"}
-        hits = httpx.post(f'http://127.0.0.1:{port}/search', json={'query': 'pairing code'}, headers=auth).json()
+        hits = httpx.post(f'{srv.url}/search', json={'query': 'pairing code'}, headers=auth).json()
         assert hits and hits[0]['file_path'] == str(DATA/'multis-handbook.pdf')
-        p.send_signal(signal.SIGTERM); assert p.wait(15) == 0
-    finally:
-        if p.poll() is None: p.kill()
+    assert srv.proc.returncode == 0
     assert not (home/'multis.db').exists()
 
 
