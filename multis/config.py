@@ -33,7 +33,8 @@ DEFAULT_CONFIG = {
     'search': {'activation_weight': 2.0, 'decay': 0.5, 'candidate_factor': 3, 'bm25_weights': [1.0, 1.0, 0.5]},
     'indexing': {'max_file_mb': 10, 'max_pages': 2000, 'max_text_mb': 20, 'max_chunks_per_file': 10000,
                  'max_parse_memory_mb': 1024, 'parse_timeout': 120, 'max_unzipped_mb': 100, 'max_zip_entries': 10000,
-                 'max_zip_ratio': 100, 'ocr_languages': 'eng', 'ocr_page_timeout': 60, 'max_ocr_pages': 200},
+                 'max_zip_ratio': 100, 'ocr_languages': 'eng', 'ocr_page_timeout': 60, 'max_ocr_pages': 200,
+                 'workers': 0},
     'embeddings': {'provider': '', 'model': '', 'base_url': '', 'api_key': '', 'weight': 0.7, 'memory_weight': 0.3},
     'transcription': {'provider': '', 'base_url': '', 'model': 'whisper-1', 'api_key': '', 'max_mb': 20, 'max_seconds': 600,
                       'timeout': 120, 'formats': ['ogg', 'wav', 'mp3', 'flac', 'webm', 'm4a']},
@@ -335,6 +336,8 @@ def load_config(path:Path|str|None=None, # config file; default `<home>/config.j
     defaults = default_config()
     if errs := _type_errors(user, defaults): raise ConfigError(f"{path}: " + '; '.join(errs))
     if u := cfg_get(user, 'store.url'): check_store_url(u, f"{path}: store.url")
+    if (w := cfg_get(user, 'indexing.workers')) is not None and w not in range(65):
+        raise ConfigError(f"{path}: indexing.workers must be a whole number from 0 (one per core) to 64, got {w!r}")
     cfg = deep_merge(defaults, user)
     return fill_from_env(cfg, path.parent/'.env') if env else cfg
 

@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import multis.retrieval.migrate as mm
+import multis.documents.indexer as ix
 from multis.core import DocChunk, MultisError
 from multis.retrieval.store import SCHEMA_VERSION, Store, StoreError
 from multis.retrieval.vectors import text_hash, vector_text
@@ -276,12 +277,12 @@ def test_backup_that_cannot_be_written(library, monkeypatch):
 def test_interrupted_rebuild_leaves_the_original(library, monkeypatch):
     db, _, _ = library
     downgrade(db)
-    data, calls = db.read_bytes(), []
-    def index_then_stop(*args, **kw):
-        calls.append(args[1])
-        if len(calls) == 2: raise KeyboardInterrupt
-        return index_file(*args, **kw)
-    monkeypatch.setattr(mm, 'index_file', index_then_stop)
+    data, calls, read = db.read_bytes(), [], ix._read
+    def read_then_stop(parse, path, *args):
+        calls.append(path)
+        if len(calls) == 2: raise KeyboardInterrupt       # Ctrl-C while the pool reads the second file
+        return read(parse, path, *args)
+    monkeypatch.setattr(ix, '_read', read_then_stop)
     with pytest.raises(KeyboardInterrupt): migrate(db, rebuild=True, now=T)
     assert db.read_bytes() == data and no_temp_files(db.parent)
     monkeypatch.undo()

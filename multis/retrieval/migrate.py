@@ -17,7 +17,7 @@ from ..core import MultisError, home_path
 from .schema import SCHEMA_VERSION
 from .store import Store, StoreError, _store_error
 from .vectors import text_hash, vector_text
-from ..documents.indexer import IndexLimits, index_file
+from ..documents.indexer import IndexLimits, index_files
 
 # %% ../../nbs/26_retrieval.migrate.ipynb 6
 def _connect(path:Path, timeout:float=5.0)->sqlite3.Connection:
@@ -191,13 +191,15 @@ def _plan(st:Store, had_files:bool)->list:
 
 # %% ../../nbs/26_retrieval.migrate.ipynb 35
 def _reindex(st:Store, plan:list, limits:IndexLimits, progress:bool=False)->dict:
-    "Index each planned file into the new store; sorts them into reindexed, missing and failed"
-    res = dict(reindexed=[], missing=[], failed=[])
-    for path, scope in tqdm(plan, desc='re-indexing', unit='file', disable=not progress):
+    "Index the planned files into the new store (parsed by a pool of workers); sorts them into reindexed, missing and failed"
+    res, todo = dict(reindexed=[], missing=[], failed=[]), []
+    for path, scope in plan:
         if not Path(path).is_absolute(): continue     # an upload: only its chunks exist, copied as they are
-        if not Path(path).is_file(): res['missing'].append(path); continue
-        try: index_file(st, path, scope, limits, force=True); res['reindexed'].append(path)
-        except MultisError as e: res['failed'].append([path, str(e)])
+        if Path(path).is_file(): todo.append((Path(path), scope))
+        else: res['missing'].append(path)
+    for r in index_files(st, todo, limits, force=True, progress=progress, desc='re-indexing'):
+        if r.status == 'failed': res['failed'].append([r.path, r.error])
+        else: res['reindexed'].append(r.path)
     return res
 
 # %% ../../nbs/26_retrieval.migrate.ipynb 36
