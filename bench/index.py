@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/index.py              # 10,000 chunks, 3 interleaved repeats, about a minute
     .venv/bin/python bench/index.py --n 50000 --repeats 5
+    .venv/bin/python bench/index.py --workers 1,2,4   # the pool sizes to time (default 1,2,4)
 
 Generated Markdown files (a title, then 20 sections of Zipf text each) are parsed and chunked once to get the rows;
 every variant then writes those same rows into a fresh database in a temporary folder, the variants interleaved:
@@ -9,8 +10,10 @@ every variant then writes those same rows into a fresh database in a temporary f
   Store.save        all chunks in one call (one transaction)
   replace_file      one call (one transaction) per file, as the indexer stores a file
   replace_files x50 one call (one transaction) per 50 files
-  index_directory   the whole pipeline from the files: hash, parse, chunk, replace_file per file
-  pipeline, x50     the same steps storing 50 files a transaction with replace_files (what index_directory could do)
+  serial, x50       the pipeline from the files one after another in this thread: hash, parse (one worker), chunk,
+                    replace_files per 50 files (what index_directory did before its pool of workers)
+  index_directory, N workers   the whole pipeline from the files: the files parsed and chunked by a pool of N
+                    workers (`indexing.workers`) while this thread stores them, 50 files a transaction
 All databases use WAL and synchronous=NORMAL, as the store does. Figures are the best of the repeats, by wall-clock time
 and by this process's CPU time (which other work on a shared machine disturbs less, but which leaves out waiting for
 the disk).
@@ -72,10 +75,10 @@ def batched_pipeline(folder:Path, per:int=50):
                 st.replace_files([(str(p), parsed([p])[str(p)], state(str(p))) for p in paths[i:i+per]])
     return run
 
-def pipeline(folder:Path):
+def pipeline(folder:Path, workers:int):
     def run(db:Path, files:dict, states:dict):
         with Store(db) as st:
-            s = index_directory(st, folder, progress=False)
+            s = index_directory(st, folder, progress=False, limits=IndexLimits(workers=workers))
         assert not s.failed, s
     return run
 
@@ -83,6 +86,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--n', type=int, default=10_000, help='sections to generate (chunks: a few more, long ones split)')
     ap.add_argument('--repeats', type=int, default=3)
+    ap.add_argument('--workers', default='1,2,4', help='pool sizes (indexing.workers) to time index_directory with')
     args = ap.parse_args(argv)
     print(machine())
     if index_directory is None: sys.exit('multis.documents.indexer (and multis.documents.parsers) are needed')
@@ -91,7 +95,8 @@ def main(argv=None):
         files = parsed(write_markdown(docs, args.n))
         states, n = {p: state(p) for p in files}, sum(len(cs) for cs in files.values())
         variants = {'bare FTS5': bare, 'Store.save': save, 'replace_file': replace_each, 'replace_files x50': replace_batched,
-                    'index_directory': pipeline(docs), 'pipeline, x50': batched_pipeline(docs)}
+                    'serial, x50': batched_pipeline(docs)}
+        for w in map(int, args.workers.split(',')): variants[f'index_directory, {w} workers'] = pipeline(docs, w)
         times = {k: [] for k in variants}
         for r in range(args.repeats):
             names = list(variants)[r % len(variants):] + list(variants)[:r % len(variants)]
@@ -105,10 +110,10 @@ def main(argv=None):
           f"characters a chunk), best of {args.repeats} interleaved repeats")
     best = {k: (min(w for w, _ in v), min(c for _, c in v)) for k, v in times.items()}
     bw, bc = best['bare FTS5']
-    print(f"{'variant':<18} {'chunks/s':>9} {'vs bare':>8} {'CPU chunks/s':>13} {'vs bare':>8}   all runs: wall s (CPU s)")
+    print(f"{'variant':<28} {'chunks/s':>9} {'vs bare':>8} {'CPU chunks/s':>13} {'vs bare':>8}   all runs: wall s (CPU s)")
     for k, v in times.items():
         w, c = best[k]
         runs = ' '.join(f'{a:.2f} ({b:.2f})' for a, b in v)
-        print(f"{k:<18} {n/w:>9,.0f} {bw/w:>7.2f}x {n/c:>13,.0f} {bc/c:>7.2f}x   {runs}")
+        print(f"{k:<28} {n/w:>9,.0f} {bw/w:>7.2f}x {n/c:>13,.0f} {bc/c:>7.2f}x   {runs}")
 
 if __name__ == '__main__': main()

@@ -75,6 +75,15 @@ def chunk_from_dict(d:dict)->DocChunk:
     return DocChunk(**{k:v for k,v in d.items() if k in keys})
 
 # %% ../nbs/00_core.ipynb 18
+def _chunk_from_values(cls, values:tuple):
+    "A chunk (of class `cls`) from its field values in order, without running `__init__` again"
+    c = object.__new__(cls); c.__dict__.update(zip(cls.__dataclass_fields__, values))
+    return c
+
+@patch
+def __reduce__(self:DocChunk): return _chunk_from_values, (type(self), tuple(getattr(self, f) for f in self.__dataclass_fields__))
+
+# %% ../nbs/00_core.ipynb 21
 def _where(c:DocChunk)->str:
     path = ' > '.join(c.section_path) or c.name
     if c.page_start is None: return path
@@ -86,7 +95,7 @@ def _repr_markdown_(self:DocChunk):
     text = self.content[:300] + ('…' if len(self.content) > 300 else '')
     return f"**{Path(self.file_path).name}** · {_where(self)} · `{self.element_type}` · `{self.scope}`\n\n> {text}"
 
-# %% ../nbs/00_core.ipynb 22
+# %% ../nbs/00_core.ipynb 25
 def multis_home()->Path:
     "The multis home folder: `$MULTIS_HOME` if set, else `~/.multis`"
     env = os.environ.get('MULTIS_HOME', '').strip()
@@ -96,7 +105,7 @@ def home_path(*parts:str)->Path:
     "A path inside the multis home"
     return multis_home().joinpath(*parts)
 
-# %% ../nbs/00_core.ipynb 25
+# %% ../nbs/00_core.ipynb 28
 def atomic_write(path:Path|str,   # file to write
                  text:str,        # its new content
                  mode:int|None=None, # permissions, e.g. 0o600
@@ -114,7 +123,7 @@ def atomic_write(path:Path|str,   # file to write
         if tmp.exists(): tmp.unlink()
     return path
 
-# %% ../nbs/00_core.ipynb 28
+# %% ../nbs/00_core.ipynb 31
 class LazyModule:
     "A module that is imported on first attribute access"
     def __init__(self, name:str): self.__dict__.update(_name=name, _mod=None)

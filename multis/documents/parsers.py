@@ -97,10 +97,12 @@ def _text_cap(path:Path, n:int, max_text_mb:float|None):
 # %% ../../nbs/10_documents.parsers.ipynb 29
 _BOM = b'\xef\xbb\xbf'
 
+_CONTROL = bytes(b for b in range(32) if b not in (9, 10, 12, 13))   # control bytes that text does not hold
+
 def _is_binary(data:bytes)->bool:
     "NUL bytes, or over 10% control bytes in the first 4 KB"
     head = data[:4096]
-    return b'\x00' in data or sum(b < 32 and b not in (9, 10, 12, 13) for b in head) > len(head) / 10
+    return b'\x00' in data or len(head) - len(head.translate(None, _CONTROL)) > len(head) / 10
 
 def _looks_like(data:bytes)->str|None:
     "Why bytes are a document of another kind (PDF, DOCX, zip) by their first bytes, or None"
