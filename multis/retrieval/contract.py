@@ -42,7 +42,7 @@ class StoreContract(Protocol):
     def delete_file(self, file_path:str)->int: "Remove a file's chunks, history, vectors and state"
     def file_state(self, file_path:str)->dict|None: "What was recorded when the file was last indexed"
     def replace_file(self, file_path:str, chunks:list, state:dict): "Replace one file's chunks and state"
-    def replace_files(self, files:list, bulk:int=200)->int: "Replace several files' chunks and states at once"
+    def replace_files(self, files:list, bulk:int=200, embed:bool=True)->int: "Replace several files' chunks and states at once"
     def files(self, scopes:list|None=None)->list: "Indexed files (dicts) inside scopes"
     def stats(self)->dict: "Counts of files and chunks, per type and per scope"
     # accesses

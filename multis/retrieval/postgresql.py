@@ -327,7 +327,7 @@ def replace_file(self:PgStore, file_path:str, chunks:list, state:dict):
 
 # %% ../../nbs/21b_retrieval.postgresql.ipynb 45
 @patch
-def replace_files(self:PgStore, files:list, bulk:int=200)->int:
+def replace_files(self:PgStore, files:list, bulk:int=200, embed:bool=True)->int:
     "Replace several files' chunks and record their states, all in one transaction"
     now, items = _now_iso(), [(str(fp), _rows(cs), st) for fp, cs, st in files]
     rows = list({r[0]: r for _, rs, _ in items for r in rs}.values())
@@ -344,7 +344,7 @@ def replace_files(self:PgStore, files:list, bulk:int=200)->int:
         self._values('INSERT INTO files', list(states.values()), 'ON CONFLICT (file_path) DO UPDATE SET size=excluded.size, '
                      'mtime=excluded.mtime, sha256=excluded.sha256, scope=excluded.scope, '
                      'document_type=excluded.document_type, chunks=excluded.chunks, indexed_at=excluded.indexed_at')
-    self._after_save(keep)
+    if embed: self._after_save(keep)
     return len(rows)
 
 # %% ../../nbs/21b_retrieval.postgresql.ipynb 47

@@ -305,6 +305,7 @@ def replace_file(self:Store, file_path:str, chunks:list, state:dict):
 @patch
 def replace_files(self:Store, files:list, # (file_path, chunks, state) for each file
                   bulk:int=200,           # from this many chunks on, fill the full-text index in one statement
+                  embed:bool=True,        # embed them now, with the store's embedder (False: the caller does)
                  )->int:                  # chunks saved
     "Replace several files' chunks and record their states, all in one transaction"
     now, items = _now_iso(), [(str(fp), _rows(cs), st) for fp, cs, st in files]
@@ -314,7 +315,7 @@ def replace_files(self:Store, files:list, # (file_path, chunks, state) for each 
         self._insert_rows(rows, bulk)
         self.conn.executemany('INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?)', [(fp, st.get('size'),
             st.get('mtime'), st.get('sha256'), st.get('scope', 'kb'), st.get('document_type'), len(rs), now) for fp, rs, st in items])
-    self._after_save([r[0] for r in rows])
+    if embed: self._after_save([r[0] for r in rows])
     return len(rows)
 
 @patch
