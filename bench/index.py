@@ -3,6 +3,7 @@
     .venv/bin/python bench/index.py              # 10,000 chunks, 3 interleaved repeats, about a minute
     .venv/bin/python bench/index.py --n 50000 --repeats 5
     .venv/bin/python bench/index.py --workers 1,2,4   # the pool sizes to time (default 1,2,4)
+    .venv/bin/python bench/index.py --pdfs ../shared/docs --copies 10 --workers 1,2,4   # PDF-heavy folders
 
 Generated Markdown files (a title, then 20 sections of Zipf text each) are parsed and chunked once to get the rows;
 every variant then writes those same rows into a fresh database in a temporary folder, the variants interleaved:
@@ -14,11 +15,14 @@ every variant then writes those same rows into a fresh database in a temporary f
                     replace_files per 50 files (what index_directory did before its pool of workers)
   index_directory, N workers   the whole pipeline from the files: the files parsed and chunked by a pool of N
                     workers (`indexing.workers`) while this thread stores them, 50 files a transaction
+With --pdfs FOLDER (e.g. ../shared/docs), the PDFs of FOLDER are copied --copies times (10) into a temporary folder
+and index_directory is timed on them with each pool size, interleaved, beside 1 worker: PDF parsing costs far more
+than storing, so this shows how the pool scales with the cores.
 All databases use WAL and synchronous=NORMAL, as the store does. Figures are the best of the repeats, by wall-clock time
 and by this process's CPU time (which other work on a shared machine disturbs less, but which leaves out waiting for
 the disk).
 """
-import argparse, json, os, sqlite3, sys, tempfile, time
+import argparse, json, os, shutil, sqlite3, sys, tempfile, time
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, synthetic_chunks
@@ -82,14 +86,50 @@ def pipeline(folder:Path, workers:int):
         assert not s.failed, s
     return run
 
+def pdf_folder(src:Path, dest:Path, copies:int)->int:
+    "The PDFs of `src` copied `copies` times into `dest`; how many pages they hold"
+    import pymupdf
+    pages = 0
+    for p in sorted(src.glob('*.pdf')):
+        with pymupdf.open(p) as doc: pages += copies * doc.page_count
+        for i in range(copies): shutil.copy(p, dest/f"{p.stem}-{i:02d}.pdf")
+    return pages
+
+def pdf_bench(args):
+    "index_directory on a folder of PDFs with each pool size, interleaved; wall seconds, pages/s, speed-up over 1 worker"
+    sizes = [int(w) for w in args.workers.split(',')]
+    with tempfile.TemporaryDirectory() as d:
+        docs = Path(d)/'pdfs'; docs.mkdir()
+        pages = pdf_folder(Path(args.pdfs), docs, args.copies)
+        times = {w: [] for w in sizes}
+        for r in range(args.repeats):
+            for w in sizes[r % len(sizes):] + sizes[:r % len(sizes)]:
+                db = Path(d)/f'{r}-{w}.db'
+                with Store(db) as st:
+                    t = time.perf_counter()
+                    s = index_directory(st, docs, progress=False, limits=IndexLimits(workers=w))
+                    times[w].append(time.perf_counter() - t)
+                assert not s.failed, s
+                for f in Path(d).glob(db.name + '*'): f.unlink()
+        n = len(list(docs.glob('*.pdf')))
+    print(f"\n{n} PDFs ({pages:,} pages, {s.chunks:,} chunks) from {args.pdfs}, copied {args.copies} times; "
+          f"best of {args.repeats} interleaved repeats")
+    one = min(times[sizes[0]])
+    print(f"{'workers':<8} {'best s':>7} {'pages/s':>8} {f'vs {sizes[0]} worker':>12}   all runs (s)")
+    for w, v in times.items():
+        print(f"{w:<8} {min(v):>7.2f} {pages/min(v):>8,.0f} {one/min(v):>11.2f}x   {' '.join(f'{x:.2f}' for x in v)}")
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--n', type=int, default=10_000, help='sections to generate (chunks: a few more, long ones split)')
     ap.add_argument('--repeats', type=int, default=3)
     ap.add_argument('--workers', default='1,2,4', help='pool sizes (indexing.workers) to time index_directory with')
+    ap.add_argument('--pdfs', help='time index_directory on the PDFs of this folder instead (e.g. ../shared/docs)')
+    ap.add_argument('--copies', type=int, default=10, help='copies of each PDF (with --pdfs)')
     args = ap.parse_args(argv)
     print(machine())
     if index_directory is None: sys.exit('multis.documents.indexer (and multis.documents.parsers) are needed')
+    if args.pdfs: return pdf_bench(args)
     with tempfile.TemporaryDirectory() as d:
         docs = Path(d)/'docs'; docs.mkdir()
         files = parsed(write_markdown(docs, args.n))

@@ -7,7 +7,7 @@ __all__ = ['SEPARATORS', 'split_text', 'text_parts', 'chunk_section', 'chunk_all
 
 # %% ../../nbs/11_documents.chunker.ipynb 2
 from bisect import bisect_right
-from copy import deepcopy
+from copy import copy, deepcopy
 from dataclasses import replace
 from ..core import DocChunk, chunk_id_for
 
@@ -62,6 +62,12 @@ def _span_pages(c:DocChunk, page_starts:list, start:int, end:int)->tuple:
     return _page_at(page_starts, start, c.page_start), _page_at(page_starts, max(start, end-1), c.page_start)
 
 # %% ../../nbs/11_documents.chunker.ipynb 27
+def _copy(c:DocChunk, **changes)->DocChunk:
+    "A copy of `c` with `changes` (its id kept): `dataclasses.replace` without running `__init__` again"
+    new = copy(c); new.__dict__.update(changes)
+    return new
+
+# %% ../../nbs/11_documents.chunker.ipynb 29
 def _part(c:DocChunk, meta:dict, page_starts:list, i:int, total:int, start:int, end:int)->DocChunk:
     "Part `i` of `total` of section `c`: the span [start, end) of its content"
     first, last = _span_pages(c, page_starts, start, end)
@@ -76,12 +82,12 @@ def chunk_section(c:DocChunk,       # a section from a parser
     "Split a section longer than `size` into overlapping parts, each with its own pages"
     _check_sizes(size, overlap)
     meta = {k:v for k,v in c.metadata.items() if k != 'page_starts'}
-    if len(c.content) <= size: return [replace(c, metadata=deepcopy(meta), section_path=list(c.section_path))]
+    if len(c.content) <= size: return [_copy(c, metadata=deepcopy(meta), section_path=list(c.section_path))]
     page_starts = sorted(c.metadata.get('page_starts') or [])
     spans = split_text(c.content, size, overlap)
     return [_part(c, meta, page_starts, i, len(spans), s, e) for i,(s,e) in enumerate(spans)]
 
-# %% ../../nbs/11_documents.chunker.ipynb 37
+# %% ../../nbs/11_documents.chunker.ipynb 39
 def chunk_all(chunks:list,     # sections from a parser, in document order
               size:int=2000,   # longest part, in characters
               overlap:int=200, # characters each part shares with the next
@@ -89,7 +95,7 @@ def chunk_all(chunks:list,     # sections from a parser, in document order
     "Apply `chunk_section` to every chunk, keeping document order"
     return [p for c in chunks for p in chunk_section(c, size, overlap)]
 
-# %% ../../nbs/11_documents.chunker.ipynb 41
+# %% ../../nbs/11_documents.chunker.ipynb 43
 def _relabel(chunks:list, scope:str, file_path:str|None=None)->list:
     ids = {}
     for c in chunks:
@@ -108,7 +114,7 @@ def _unique_ids(chunks:list)->list:
         if n > 1: c.chunk_id = f"{c.chunk_id}~{n}"
     return chunks
 
-# %% ../../nbs/11_documents.chunker.ipynb 42
+# %% ../../nbs/11_documents.chunker.ipynb 44
 def _number(chunks:list)->list:
     "Give each chunk its place in the file: `chunk_index` and `chunk_total`"
     for i, c in enumerate(chunks): c.chunk_index, c.chunk_total = i, len(chunks)

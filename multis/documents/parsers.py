@@ -147,17 +147,19 @@ def _front_matter(text:str)->tuple:
 # %% ../../nbs/10_documents.parsers.ipynb 43
 _MD = MarkdownIt('commonmark')                                  # headings' own text (inline markup)
 _MD_BLOCKS = MarkdownIt('commonmark'); _MD_BLOCKS.core.ruler.disable('inline')  # where the headings are
+_INLINE = re.compile(r'[\\`*_\[\]!<&\n\r\x00]')              # the characters commonmark's inline rules act on
 
-def _inline_text(tok)->str:
-    "Plain text of an inline token (text and code, no markup)"
-    parts = [c.content if c.type in ('text', 'code_inline') else ' ' for c in tok.children or []
+def _inline_text(content:str)->str:
+    "Plain text of inline Markdown (text and code, no markup); parsed only when it holds markup"
+    if not _INLINE.search(content): return ' '.join(content.split())
+    parts = [c.content if c.type in ('text', 'code_inline') else ' ' for c in _MD.parseInline(content)[0].children or []
              if c.type in ('text', 'code_inline', 'softbreak', 'hardbreak')]
     return ' '.join(''.join(parts).split())
 
 def _md_headings(text:str)->list:
     "`(first line, line after, level, title)` of each top-level heading with text"
     toks = _MD_BLOCKS.parse(text)
-    hs = [(t.map[0], t.map[1], int(t.tag[1]), _inline_text(_MD.parseInline(toks[i+1].content)[0]))
+    hs = [(t.map[0], t.map[1], int(t.tag[1]), _inline_text(toks[i+1].content))
           for i,t in enumerate(toks) if t.type == 'heading_open' and t.level == 0]
     return [h for h in hs if h[3]]
 

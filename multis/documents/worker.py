@@ -40,8 +40,7 @@ def _limit_cpu(seconds:float|None):
     "Let this process use `seconds` more CPU time, then be killed (None: back to the hard limit)"
     if resource is None: return
     _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    used = resource.getrusage(resource.RUSAGE_SELF)
-    soft = hard if seconds is None else int(used.ru_utime + used.ru_stime + seconds) + 1
+    soft = hard if seconds is None else int(time.process_time() + seconds) + 1
     if hard != resource.RLIM_INFINITY: soft = min(soft, hard)
     try: resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
     except (ValueError, OSError): pass
