@@ -4,7 +4,7 @@
 
 # %% auto 0
 __all__ = ['START_BYTES', 'log', 'IndexLimits', 'ScopeRefused', 'IndexResult', 'file_sha256', 'read_file', 'index_file',
-           'IndexSummary', 'find_documents', 'pool_size', 'read_files', 'index_files', 'index_directory',
+           'IndexSummary', 'find_documents', 'cores', 'pool_size', 'read_files', 'index_files', 'index_directory',
            'index_upload']
 
 # %% ../../nbs/12_documents.indexer.ipynb 2
@@ -201,11 +201,16 @@ def _read_in_pool(parse, p:Path, *args)->tuple:
 # %% ../../nbs/12_documents.indexer.ipynb 29
 START_BYTES = 1 << 20
 
+def cores()->int:
+    "The cores this process may run on"
+    try: return len(os.sched_getaffinity(0))
+    except AttributeError: return os.cpu_count() or 1   # macOS, Windows
+
 def pool_size(workers:int,  # `indexing.workers` (0: one per core)
               sizes:list,   # the sizes in bytes of the files to parse
              )->int:
     "How many parsing workers files of these `sizes` are worth"
-    n = int(workers) or os.cpu_count() or 1
+    n = int(workers) or cores()
     return max(1, min(n, len(sizes), -(-sum(sizes) // START_BYTES)))
 
 # %% ../../nbs/12_documents.indexer.ipynb 32
