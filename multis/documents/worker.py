@@ -40,7 +40,9 @@ def _limit_cpu(seconds:float|None):
     "Let this process use `seconds` more CPU time, then be killed (None: back to the hard limit)"
     if resource is None: return
     _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    soft = hard if seconds is None else int(time.process_time() + seconds) + 1
+    if seconds is None: soft = hard
+    else:   # the kernel's own count (getrusage), which the limit is checked against, not `time.process_time()`
+        used = resource.getrusage(resource.RUSAGE_SELF); soft = int(used.ru_utime + used.ru_stime + seconds) + 1
     if hard != resource.RLIM_INFINITY: soft = min(soft, hard)
     try: resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
     except (ValueError, OSError): pass
