@@ -32,7 +32,7 @@ def pools(monkeypatch):
     return made
 
 def test_a_pool_stores_what_one_worker_stores(tmp_path, pools):
-    d = tmp_path/'docs'; notes(d, 30)
+    d = tmp_path/'docs'; notes(d, 30, 450_000)                  # 13.5 MB: worth 3 workers (`START_BYTES`)
     for p in (REPO/'data').iterdir(): shutil.copy(p, d/p.name)
     (d/'empty.txt').write_text('')
     with Store(tmp_path/'one.db') as one, Store(tmp_path/'three.db') as three:
@@ -129,7 +129,7 @@ print(json.dumps(dict(indexed=[r.path for r in s.indexed], failed=[r.error for r
 
 def test_bombs_in_a_pool_fail_alone_and_stay_bounded(tmp_path):
     "A memory bomb and a slow file, between notes, in a pool of two: each fails alone, its worker is replaced"
-    d = tmp_path/'docs'; good = notes(d, 24, 100_000)
+    d = tmp_path/'docs'; good = notes(d, 24, 400_000)
     pdf_stream_bomb(d/'n0003-bomb.pdf', 20)                       # ~700 MB to parse: over the 200 MB cap
     long_docx(d/'n0010-slow.docx', 80_000)                        # parses for 8 s or more (the bomb fails in 1-2 s)
     r = subprocess.run([sys.executable, '-c', SCRIPT, str(tmp_path/'m.db'), str(d)], capture_output=True, text=True, timeout=300)

@@ -199,7 +199,7 @@ def _read_in_pool(parse, p:Path, *args)->tuple:
     return _safely(p, _read, parse, p, *args)
 
 # %% ../../nbs/12_documents.indexer.ipynb 29
-START_BYTES = 1 << 20
+START_BYTES = 4 << 20   # about what starting a worker costs (~0.3 s of CPU) in parsing time
 
 def cores()->int:
     "The cores this process may run on"
