@@ -235,6 +235,14 @@ class ParsePool:
     @property
     def busy(self)->list: return [w for w, n in self.load.items() if n]
 
+    def parse(self, path:Path, limits, scope:str|None=None)->list:
+        "`ParseWorker.parse` in a worker of the pool (called from the pool's threads)"
+        if self.closing: raise ParseError(path, 'not parsed: indexing was stopped')
+        w = self._take()
+        try: return w.parse(path, limits, scope)
+        finally:
+            with self.lock: self.load[w] -= 1; self.lock.notify()
+
 # %% ../../nbs/10a_documents.worker.ipynb 39
 @patch
 def _take(self:ParsePool)->ParseWorker:
@@ -248,15 +256,6 @@ def _take(self:ParsePool)->ParseWorker:
             else: w = min(self.workers, key=self.load.get)
             if self.load[w] < DEPTH: self.load[w] += 1; return w
             self.lock.wait()
-
-@patch
-def parse(self:ParsePool, path:Path, limits, scope:str|None=None)->list:
-    "`ParseWorker.parse` in a worker of the pool (called from the pool's threads)"
-    if self.closing: raise ParseError(path, 'not parsed: indexing was stopped')
-    w = self._take()
-    try: return w.parse(path, limits, scope)
-    finally:
-        with self.lock: self.load[w] -= 1; self.lock.notify()
 
 # %% ../../nbs/10a_documents.worker.ipynb 41
 @patch
