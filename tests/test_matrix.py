@@ -644,6 +644,10 @@ def test_send_for_the_scheduler_and_the_outbox(make_world):
     "The contract's `send`: a reminder is an m.text (it notifies), long ones in parts; a room multis is not in is refused"
     async def scenario(w):
         room = await w.open_dm(w.owner)
+        end = time.monotonic() + 20
+        while room not in w.mx.client.rooms:        # joined on the server; known to the client after its next sync
+            assert time.monotonic() < end, 'the join never reached the client'
+            await asyncio.sleep(0.05)
         ids = await w.mx.send(room, 'Reminder: call Alice')
         assert len(ids) == 1 and ids[0].startswith('$')
         ids = await w.mx.send(room, 'word ' * 2000)
