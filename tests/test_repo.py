@@ -50,7 +50,7 @@ def test_readme_is_generated_from_index():
 
 # ---- the workbench (issue 14, item 24): `pip install -e ".[explorer]"` is enough for Run All, from the venv
 
-WORKBENCH = ('90_workbench.explorer.ipynb', '91_workbench.experiments.ipynb')
+WORKBENCH = ('90_workbench.explorer.ipynb', '91_workbench.experiments.ipynb', '92_workbench.variants.ipynb', '93_workbench.locomo.ipynb')
 
 def _settings()->dict:
     cfg = configparser.ConfigParser(delimiters=['='], interpolation=None); cfg.read(REPO/'settings.ini')
