@@ -15,7 +15,9 @@ the top k) and hit@k (at least one of them in the top k) are averaged over quest
 Beside it, in the same run: plain per-conversation FTS5 tables of the turns (text; speaker + text), and other ways
 `index_message` could store a turn (the day in words, the previous messages as context in the content or in
 section_path, image captions), each in its own database and searched with the same `Store.search`. The variants were
-explored on conversations 0-4 only; conversations 5-9 are the report. Local time is set to UTC so that log files, stamps
+explored on conversations 0-4 only; conversations 5-9 are the report. The report split's rows that are search options
+are computed again through `multis.workbench.variants` (the API of the LoCoMo notebook; metrics by ranx) and printed
+beside this run's. Local time is set to UTC so that log files, stamps
 and days are the sessions' own dates.
 
 Hybrid search (on by default when the packaged model loads; `--no-semantic` skips it): the chunks multis stores today
@@ -415,6 +417,24 @@ def hybrid_report(res:dict, have:set, custom:bool):
     by_category(res, list(dict.fromkeys([BM25_SAME, HYBRID_DEFAULT, hybrid_label(best)])), rep,
                 'report split by category, hybrid:')
 
+def api_check(path:Path, convs:list, res:dict):
+    "The report split's search-option rows again through multis.workbench.locomo and .variants (ranx), beside this run's"
+    try: from multis.workbench.locomo import load_locomo, locomo_collection, LOCOMO_METRICS
+    except ImportError as e: return print(f"\nvariants API skipped: {e} (pip install -e '.[explorer]')")
+    from multis.workbench.variants import run_variants
+    t = time.perf_counter()
+    coll = locomo_collection(load_locomo(path, [cv.idx for cv in convs]), ask=SPLITS['report'])
+    rows = {TODAY.label: {}, **{k: {'bm25_weights': v['weights']} for k, v in H_ASKS.items() if 'weights' in v}}
+    api = run_variants(coll, rows, metrics=LOCOMO_METRICS).means()
+    print(f"\nreport split through multis.workbench.variants (metrics by ranx; {time.perf_counter() - t:.0f} s): API / this run")
+    for label in rows:
+        b, a = mean(res[label][0], set(SPLITS['report'])), api.loc[label]
+        print(f"  {label:<{W}} n {int(a['n'])}/{b['n']}  " + '  '.join(
+            f"{k} {a[m]:.4f}/{b[k]:.4f}" for k, m in (('R@1', 'recall@1'), ('R@10', 'recall@10'), ('hit@10', 'hit_rate@10'))))
+    worst = max(abs(api.loc[l][f'{m}@{k}'] - mean(res[l][0], set(SPLITS['report']))[f'{b}@{k}'])
+                for l in rows for m, b in (('recall', 'R'), ('hit_rate', 'hit')) for k in KS)
+    print(f"  largest difference: {worst:.1e}")
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--path', type=Path, default=LOCOMO, help='locomo10.json')
@@ -434,6 +454,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp: res = run_all(convs, Path(tmp), e, stats)
     times = {k: res[k][2] for k in (TODAY.label, HYBRID_DEFAULT) if k in res}
     report(res, convs, bool(args.conversations))
+    if not args.conversations and set(SPLITS['report']) <= {cv.idx for cv in convs}: api_check(args.path, convs, res)
     print(f"\nindexing {sum(len(cv.turns) for cv in convs) / res[TODAY.label][1]:,.0f} turns/s and asking "
           f"{len(res[TODAY.label][0]) / res[TODAY.label][2]:,.0f} questions/s (multis today); whole run {time.perf_counter() - t:.0f} s")
     if not e: return

@@ -127,10 +127,10 @@ def test_no_embedder_no_slider_no_columns(store):
 
 def test_vector_weight_slider_reblends_without_refetch(hybrid_store):
     counter = CountingEmbedder(64)
-    ex = Explorer(hybrid_store, now=NOW, embedder=counter)
+    ex = Explorer(hybrid_store, now=NOW, embedder=counter, floor=-1)   # every candidate, as Store.search
     vw = ex.vector_weight
     assert (vw.value, vw.min, vw.max, vw.step) == (0.6, 0, 1, 0.05)
-    assert ex.vector_weight in ex.widget.children[1].children[0].children
+    assert ex.vector_weight in ex.widget.children[2].children[0].children
     ex.query.value = 'when to water tomatoes'
     assert list(ex.table.columns) == HYBRID_COLUMNS and '<th>hybrid</th>' in ex.results.value
     same = hybrid_store.search('when to water tomatoes', now=NOW, embedder=counter)
@@ -149,7 +149,7 @@ def test_vector_weight_slider_reblends_without_refetch(hybrid_store):
     assert ' blend in ' in ex.status.value
 
 def test_hybrid_keeps_the_other_update_rules(hybrid_store):
-    ex = Explorer(hybrid_store, now=NOW)
+    ex = Explorer(hybrid_store, now=NOW, floor=-1)
     ex.query.value = 'water the tomatoes'
     ex.vector_weight.value = 0.3
     blend = {h.chunk_id: h.hybrid for h in ex.candidates}
@@ -166,3 +166,134 @@ def test_hybrid_keeps_the_other_update_rules(hybrid_store):
     assert [h.chunk_id for h in ex.hits] == [h.chunk_id for h in fresh]
     ex.scopes.value = ('kb',)
     assert ex.fetches == 3 and {h.scope for h in ex.hits} == {'kb'}
+
+# ---- research (issue 21): judgements, per-query metrics, two settings compared, runs exported, reset, floor
+
+import json
+
+def write_garden(d:Path)->Path:
+    "A BEIR folder: 'tomato watering' has its relevant document's words in the title, a distractor's in the text"
+    (d/'qrels').mkdir(parents=True)
+    docs = {'d1': ('Tomato watering', 'How often plants need it.'),
+            'd2': ('Allotment diary', 'Tomato watering, tomato watering, tomato watering again.'),
+            'd3': ('Bread', 'A slow rise makes better bread.'), 'd4': ('Roses', 'Prune roses in spring.'),
+            'd5': ('Taxes', 'File the return by April.'), 'd6': ('Rose hips', 'Roses give hips in autumn; prune late.')}
+    (d/'corpus.jsonl').write_text('\n'.join(json.dumps({'_id': k, 'title': t, 'text': x}) for k, (t, x) in docs.items()))
+    qs = [('q1', 'tomato watering'), ('q2', 'prune roses'), ('q3', 'bread')]
+    (d/'queries.jsonl').write_text('\n'.join(json.dumps({'_id': q, 'text': t}) for q, t in qs))
+    (d/'qrels'/'train.tsv').write_text('query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td4\t2\nq2\td6\t1\nq3\td3\t0\n')
+    (d/'qrels'/'test.tsv').write_text('query-id\tcorpus-id\tscore\nq3\td3\t1\n')
+    return d
+
+@pytest.fixture
+def garden(tmp_path):
+    pytest.importorskip('ranx')
+    ex = Explorer(Store(':memory:'), now=NOW, export_dir=tmp_path/'runs')
+    ex.load(str(write_garden(tmp_path/'garden')))
+    yield ex
+    ex.store.close()
+
+def test_load_marks_judged_documents_and_metrics_follow_the_sliders(garden):
+    ex = garden
+    assert [v for _, v in ex.judged.options] == [None, 'q1', 'q2']      # q3 has nothing relevant in train
+    ex.judged.value = 'q1'
+    assert ex.table['rel'].tolist()[:2] == ['', '✓ 1'] and 'nDCG@10 0.631' in ex.metrics.value
+    ex.bm25_name.value = 4.0
+    assert ex.table['rel'].tolist()[0] == '✓ 1' and 'nDCG@10 1.000' in ex.metrics.value
+    ex.query.value = 'prune roses'                                        # typed by hand: still judged
+    assert ex.current_qid() == 'q2' and 'query q2 · 2 relevant' in ex.metrics.value
+    ex.load(str(Path(ex.export_dir).parent/'garden'), 'test')
+    assert [v for _, v in ex.judged.options] == [None, 'q3']
+
+def test_widget_metrics_equal_the_variants_api(garden):
+    "The widget's per-query figures (hand-written metrics at 10 hits) are ranx's for the same settings"
+    from multis.workbench.variants import run_variants
+    ex = garden
+    exp = run_variants(ex.judgements, {'now': ex.search_options(ex.settings_now())})
+    for q in ('q1', 'q2'):
+        ex.judged.value = q
+        row = exp.per_query.set_index('query').loc[q]
+        for k in ('ndcg@10', 'recall@10', 'mrr@10'):
+            assert f"{k.split('@')[0].replace('ndcg', 'nDCG').replace('recall', 'Recall').replace('mrr', 'MRR')}@10 {row[k]:.3f}" in ex.metrics.value
+
+def test_pin_compares_two_settings_with_rank_changes(garden):
+    ex = garden
+    ex.judged.value = 'q1'
+    ex.bm25_name.value = 4.0
+    ex.pin_a()
+    assert ex.pinned['bm25_weights'] == (4.0, 1.0, 0.5) and ex.pin.description == 'unpin A'
+    ex.bm25_name.value = 0.5
+    assert ex.table['Δ rank'].tolist()[:2] == ['▲1', '▼1']
+    assert 'A: nDCG@10 1.000' in ex.metrics.value and 'B: nDCG@10 0.631' in ex.metrics.value
+    a = ex.store.search('tomato watering', 10, now=NOW, bm25_weights=(4.0, 1.0, 0.5), embedder=False)
+    assert [h.chunk_id for h in ex._hits_a()] == [h.chunk_id for h in a]
+    assert 'A: pinned' in ex.results_a.value and 'B: the settings you move' in ex.results.value
+    ex.pin_a()
+    assert ex.pinned is None and ex.results_a.layout.display == 'none' and 'Δ rank' not in ex.table
+
+def test_export_writes_trec_and_csv_runs_of_both_settings(garden, tmp_path):
+    import ranx
+    ex = garden
+    ex.bm25_name.value = 4.0; ex.pin_a(); ex.bm25_name.value = 0.5
+    paths = ex.export_run()
+    assert {p.name for p in paths} == {'A.trec', 'A.csv', 'B.trec', 'B.csv', 'per_query.csv', 'means.csv'}
+    assert 'exported 2 queries × 2 settings' in ex.status.value
+    a = ranx.Run.from_file(str(tmp_path/'runs'/'A.trec'), kind='trec').to_dict()
+    assert list(a['q1'])[0] == 'd1' and list(ranx.Run.from_file(str(tmp_path/'runs'/'B.trec'), kind='trec').to_dict()['q1'])[0] == 'd2'
+
+def test_export_without_judgements_saves_the_query_shown(store, tmp_path):
+    pytest.importorskip('ranx')
+    ex = Explorer(store, now=NOW, export_dir=tmp_path/'out')
+    ex.query.value = 'water tomatoes'
+    paths = ex.export_run()
+    lines = (tmp_path/'out'/'current.trec').read_text().splitlines()
+    assert [p.name for p in paths] == ['current.trec', 'current.csv'] and len(lines) == len(ex.hits)
+    assert [l.split()[2] for l in lines] == [h.chunk_id for h in ex.hits]
+
+def test_reset_settings_json_and_bad_paths(garden):
+    ex = garden
+    ex.judged.value = 'q1'
+    ex.decay.value, ex.bm25_section.value, ex.candidate_factor.value = 0.8, 2.0, 5
+    assert json.loads(ex.settings.value) == {'search': {'activation_weight': 2.0, 'decay': 0.8, 'candidate_factor': 5,
+                                                        'bm25_weights': [1.0, 1.0, 2.0]}}
+    n = ex.fetches
+    ex.reset.click()
+    assert ex.fetches == n + 1 and json.loads(ex.settings.value)['search']['decay'] == 0.5
+    ex.load('/nowhere/at/all')
+    assert ex.status.value.startswith('<b>cannot load') and 'BEIR folder not found' in ex.status.value
+
+def test_status_after_use_and_the_relevance_floor(hybrid_store):
+    ex = Explorer(hybrid_store, now=NOW, floor=0.5)
+    ex.query.value = 'water tomatoes'
+    ex.use_hit(ex.hits[-1].chunk_id)
+    assert ex.status.value.startswith(f"{len(ex.hits)} of {len(ex.candidates)} candidates · use in ")
+    assert 'access recorded to' in ex.status.value
+    ex.query.value = 'xqzv blorf'                          # no word of the corpus: only vector neighbours
+    assert ex.hits == [] and 'under the relevance floor' in ex.status.value
+    loose = Explorer(hybrid_store, now=NOW, floor=-1)
+    loose.query.value = 'xqzv blorf'
+    assert loose.hits and all(h.bm25 == 0 for h in loose.hits)
+
+def test_score_is_explained_and_plotted(store):
+    ex = Explorer(store, now=NOW)
+    ex.query.value = 'water'
+    assert '<b>score</b> = bm25 + activation weight × activation' in ex.help.value
+    assert ex.plot.value.startswith('<svg') and ex.plot.value.count('<rect') >= 1
+
+def test_locomo_judged_question_is_searched_in_its_chat(tmp_path):
+    pytest.importorskip('ranx')
+    turns = [('Ann', 'I adopted a puppy called Rex'), ('Bo', 'What breed is Rex?'), ('Ann', 'Rex is a border collie')]
+    data = [{'sample_id': f's{i}', 'conversation': {'session_1_date_time': '1:56 pm on 8 May, 2023',
+             'session_1': [{'speaker': a, 'dia_id': f'D1:{j}', 'text': t} for j, (a, t) in enumerate(turns, 1)]},
+             'qa': [{'question': 'what breed is Rex?', 'evidence': ['D1:3'], 'category': 4}]} for i in range(2)]
+    (tmp_path/'locomo10.json').write_text(json.dumps(data))
+    ex = Explorer(Store(':memory:'))
+    ex.load(tmp_path/'locomo10.json')
+    ex.judged.value = '1-0'
+    assert ex.scopes.value == ('user:locomo-1',) and {h.scope for h in ex.hits} == {'user:locomo-1'}
+    assert '✓ 1' in ex.table['rel'].tolist() and 'query 1-0 · 1 relevant' in ex.metrics.value
+
+def test_sample_demo_is_keyword_search_unless_a_real_embedder_is_configured():
+    nb = json.loads((DATA.parent/'nbs'/'90_workbench.explorer.ipynb').read_text())
+    last = ''.join(nb['cells'][-1]['source'])
+    assert "'hash'" in last and "attach_embedder(st, cfg)" in last and 'not in (None, \'\', \'hash\')' in last
