@@ -119,7 +119,7 @@ def shot(page, name:str):
 def write_tiny_beir(d:Path)->Path:
     "A BEIR folder whose one judged query ranks its relevant document first only when titles weigh more"
     (d/'qrels').mkdir(parents=True)
-    docs = {'d1': ('Tomato watering', 'How often plants need it.'), 'd2': ('Allotment diary', 'Tomato watering, tomato watering again.'),
+    docs = {'d1': ('Tomato watering', 'How often plants need it.'), 'd2': ('Allotment diary', 'Tomato watering again.'),
             'd3': ('Bread', 'A slow rise makes better bread.'), 'd4': ('Roses', 'Prune roses in spring.')}
     (d/'corpus.jsonl').write_text('\n'.join(json.dumps({'_id': k, 'title': t, 'text': x}) for k, (t, x) in docs.items()))
     (d/'queries.jsonl').write_text(json.dumps({'_id': 'q1', 'text': 'tomato watering'}))
@@ -127,14 +127,16 @@ def write_tiny_beir(d:Path)->Path:
     return d
 
 def judged_query(folder:Path)->tuple:
-    "(label in the picker, id) of the first train query whose nDCG@10 changes when the name weight goes 1 -> 2"
+    "(label in the picker, id) of the train query whose nDCG@10 changes most when the name weight goes 1 -> 2"
     from multis.retrieval.ranking import load_beir, ndcg_at_k
     from multis.retrieval.evaluate import beir_store, search_fn
     corpus, queries, qrels = load_beir(folder, 'train')
     with beir_store(corpus) as st:
-        a, b = search_fn(st), search_fn(st, bm25_weights=(2.0, 1.0, 0.5))
-        q = next(q for q in queries if any(g > 0 for g in qrels[q].values())
-                 and abs(ndcg_at_k(a(queries[q], 10), qrels[q]) - ndcg_at_k(b(queries[q], 10), qrels[q])) > 0.05)
+        a, b = search_fn(st, bm25_weights=(1.0, 1.5, 0.5)), search_fn(st, bm25_weights=(2.0, 1.5, 0.5))  # the demo moved content to 1.5
+        change = {q: abs(ndcg_at_k(a(queries[q], 10), qrels[q]) - ndcg_at_k(b(queries[q], 10), qrels[q]))
+                  for q in queries if any(g > 0 for g in qrels[q].values())}
+        q = max(change, key=lambda q: (round(change[q], 6), -list(queries).index(q)))
+        assert change[q] > 0.05, change[q]
     return f"{q}: {queries[q][:80]}", q
 
 def ndcg_shown(page)->str:
