@@ -1,13 +1,20 @@
 "The variants API (multis.workbench.variants, .locomo): ranx's figures equal the hand-written metrics and the benchmarks'"
 import json, os, random, subprocess, sys
 from pathlib import Path
+import importlib.util
 import pytest
-pytest.importorskip('ranx'); pytest.importorskip('pandas')
 from multis.core import MultisError
 from multis.retrieval.ranking import evaluate, ndcg_at_k, recall_at_k, mrr
 from multis.retrieval.evaluate import beir_store, search_fn
-from multis.workbench.variants import Collection, run_variants, beir_collection, ranx_run, METRICS
-from multis.workbench.locomo import load_locomo, locomo_collection, LOCOMO_METRICS, by_category
+
+# ranx (numba, scipy, pandas) is imported by the tests, not at collection: a forked child's ru_maxrss starts at pytest's
+# size, and tests/test_bombs.py measures a subprocess's memory that way
+pytestmark = pytest.mark.skipif(importlib.util.find_spec('ranx') is None, reason='ranx is not installed (the explorer extra)')
+
+def api():
+    "The API's names, imported when a test runs"
+    from multis.workbench import variants, locomo
+    return {k: v for k, v in {**vars(locomo), **vars(variants)}.items() if not k.startswith("_")}
 
 REPO = Path(__file__).resolve().parents[1]
 EVAL = REPO.parent/'shared'/'eval'
@@ -28,10 +35,12 @@ def toy_beir(n_docs=150, n_queries=25, seed=3):
 
 @pytest.fixture(scope='module')
 def toy():
+    globals().update(api())
     corpus, queries, qrels = toy_beir()
     with beir_store(corpus) as st: yield Collection('toy', st, queries, qrels)
 
 def test_ranx_metrics_equal_the_hand_written_ones_on_every_query(toy):
+    globals().update(api())
     def boost_title(hit): return hit.bm25 + (1.0 if 'w1' in hit.name else 0.0)
     variants = {'bm25': {}, 'title x3': {'bm25_weights': (3.0, 1.0, 0.5)}, 'scorer': {'scorer': boost_title},
                 'factor 1': {'candidate_factor': 1}}
@@ -45,6 +54,7 @@ def test_ranx_metrics_equal_the_hand_written_ones_on_every_query(toy):
         for k in METRICS: assert exp.means().loc[name, k] == pytest.approx(hand[k], abs=1e-12)
 
 def test_fusion_significance_and_saved_runs(toy, tmp_path):
+    globals().update(api())
     exp = run_variants(toy, {'a': {}, 'b': {'bm25_weights': (0.0, 1.0, 0.5)}, 'rrf': {'fuse': {'runs': ['a', 'b']}}},
                        save=tmp_path/'runs')
     sig = exp.significance(test='fisher')
@@ -59,6 +69,7 @@ def test_fusion_significance_and_saved_runs(toy, tmp_path):
                                                             'per_query.csv', 'means.csv'}
 
 def test_bad_variants_and_empty_collections_say_what_is_wrong(toy):
+    globals().update(api())
     with pytest.raises(MultisError, match="fuses runs not run before it: x"): run_variants(toy, {'f': {'fuse': {'runs': ['x', 'y']}}})
     empty = Collection('empty', toy.store, {'q': 'w1'}, {'q': {'doc1': 0}})
     with pytest.raises(MultisError, match='empty: no query to evaluate'): run_variants(empty, {'a': {}})
@@ -66,6 +77,7 @@ def test_bad_variants_and_empty_collections_say_what_is_wrong(toy):
 
 def test_locomo_recall_and_hit_are_the_benchmark_formulas(tmp_path):
     "On a tiny conversation: recall@k = share of evidence in the top k, hit@k = any of it (bench/locomo.py's question_scores)"
+    globals().update(api())
     turns = [('Ann', 'I adopted a puppy called Rex'), ('Bo', 'What breed is Rex?'), ('Ann', 'Rex is a border collie'),
              ('Bo', 'I paint lakes in oil'), ('Ann', 'Rex can fetch the paper')]
     data = [{'sample_id': 's', 'conversation': {'session_1_date_time': '1:56 pm on 8 May, 2023',
@@ -91,6 +103,7 @@ def time_is_local():
 @pytest.mark.skipif(not SCIFACT.is_dir(), reason='../shared/eval/scifact is absent')
 def test_scifact_bm25_figure_through_the_api():
     "bench/scifact.py's test-split BM25 figure, nDCG@10 0.6865, to 4 decimals and equal to evaluate's"
+    globals().update(api())
     coll = beir_collection(SCIFACT)
     exp = run_variants(coll, {'bm25': {}})
     hand = evaluate(search_fn(coll.store), coll.queries, coll.qrels)
@@ -113,6 +126,7 @@ print(json.dumps({k: B.mean(v[0], {5}) for k, v in res.items()}))
 @pytest.mark.skipif(not LOCOMO.is_file(), reason='../shared/eval/locomo is absent')
 def test_locomo_figures_equal_the_benchmarks():
     "Conversation 5 in its own store: R@k and hit@k of bench/locomo.py's code and of the API, to 4 decimals"
+    globals().update(api())
     r = subprocess.run([sys.executable, '-c', BENCH_ONE], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     bench = json.loads(r.stdout.splitlines()[-1])
