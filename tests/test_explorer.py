@@ -1,12 +1,21 @@
 "The search explorer: its plain functions, and its callbacks driven by setting widget values"
 from pathlib import Path
+import importlib.util
 import pytest
-pytest.importorskip('ipywidgets'); pytest.importorskip('pandas')
 from multis.core import DocChunk
 from multis.retrieval.ranking import Hit, rerank, actr_scorer
 from multis.retrieval.store import Store
-from multis.workbench.explorer import (Explorer, hits_table, highlight, update_kind, with_activations, with_vector_weight,
-                             scope_choice, TABLE_COLUMNS, HYBRID_COLUMNS)
+
+# the explorer (pandas, ipywidgets) is imported when a test runs, not at collection: a forked child's ru_maxrss starts
+# at pytest's size, and tests/test_bombs.py measures a subprocess's memory that way
+pytestmark = pytest.mark.skipif(not all(importlib.util.find_spec(m) for m in ('ipywidgets', 'pandas')),
+                                reason='ipywidgets and pandas (the explorer extra) are not installed')
+
+@pytest.fixture(autouse=True)
+def explorer_names():
+    "The explorer module's public names as this module's globals"
+    import multis.workbench.explorer as ex
+    globals().update({k: v for k, v in vars(ex).items() if not k.startswith('_')})
 from multis.retrieval.embed import HashEmbedder
 from multis.retrieval.vectors import attach_embedder
 
