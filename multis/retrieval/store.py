@@ -139,14 +139,22 @@ def from_connection(cls:Store, conn:sqlite3.Connection, # an open connection to 
     return st
 
 # %% ../../nbs/21_retrieval.store.ipynb 24
+_jstr = json.encoder.encode_basestring   # a str as JSON text, as `json.dumps(ensure_ascii=False)` writes it
+
+def _json_list(xs)->str:
+    "`json.dumps(xs, ensure_ascii=False)`, a third of the time for a list of strings (a section path)"
+    if type(xs) is list and all(type(x) is str for x in xs): return '[' + ', '.join(map(_jstr, xs)) + ']'
+    return json.dumps(xs, ensure_ascii=False)
+
+# %% ../../nbs/21_retrieval.store.ipynb 26
 _COLS = ['chunk_id', 'file_path', 'page_start', 'page_end', 'element_type', 'name', 'content', 'parent_chunk_id',
          'section_path', 'section_level', 'document_type', 'scope', 'metadata', 'chunk_index', 'chunk_total',
          'token_count']
 
 def _row(c:DocChunk, now:str)->tuple:
     return (c.chunk_id, c.file_path, c.page_start, c.page_end, c.element_type, c.name, c.content, c.parent_chunk_id,
-            json.dumps(c.section_path, ensure_ascii=False), c.section_level, c.document_type, c.scope,
-            json.dumps(c.metadata, ensure_ascii=False), c.chunk_index, c.chunk_total, c.token_count, now, now)
+            _json_list(c.section_path), c.section_level, c.document_type, c.scope,
+            '{}' if type(c.metadata) is dict and not c.metadata else json.dumps(c.metadata, ensure_ascii=False), c.chunk_index, c.chunk_total, c.token_count, now, now)
 
 def _rows(chunks:list)->list:
     "Rows to store, one per chunk id (a repeated id keeps its first place and its last values, as upserts would)"
@@ -157,7 +165,7 @@ _INSERT = f"INSERT INTO chunks({','.join(_COLS)}, created_at, updated_at) VALUES
 _UPSERT = (_INSERT + " ON CONFLICT(chunk_id) DO UPDATE SET " + ', '.join(f"{c}=excluded.{c}" for c in _COLS[1:]) +
            ", updated_at=excluded.updated_at")
 
-# %% ../../nbs/21_retrieval.store.ipynb 25
+# %% ../../nbs/21_retrieval.store.ipynb 27
 @patch
 def save(self:Store, chunks:list, # `DocChunk`s to insert or update
          bulk:int=200,            # from this many chunks on, fill the full-text index in one statement
@@ -175,7 +183,7 @@ def _after_save(self:Store, chunk_ids:list):
     if self.embedder is None or not chunk_ids: return
     embed_saved(self, chunk_ids)
 
-# %% ../../nbs/21_retrieval.store.ipynb 26
+# %% ../../nbs/21_retrieval.store.ipynb 28
 @patch
 def _insert_rows(self:Store, rows:list, bulk:int):
     "Many new rows: the bulk path; otherwise upserts through the triggers"
@@ -189,7 +197,7 @@ def _any_exist(self:Store, rows)->bool:
     return any(self._sql(f"SELECT 1 FROM chunks WHERE chunk_id IN ({','.join('?'*len(b))}) LIMIT 1", b).fetchone()
                for b in (ids[i:i+500] for i in range(0, len(ids), 500)))
 
-# %% ../../nbs/21_retrieval.store.ipynb 27
+# %% ../../nbs/21_retrieval.store.ipynb 29
 _I_ID, _I_NAME, _I_CONTENT = _COLS.index('chunk_id'), _COLS.index('name'), _COLS.index('content')
 
 @patch
@@ -201,7 +209,7 @@ def _drop_stale_vectors(self:Store, rows:list):
         stale = [(cid,) for cid, h in have.fetchall() if h != text_hash(vector_text(b[cid][_I_NAME], b[cid][_I_CONTENT]))]
         if stale: self.conn.executemany('DELETE FROM embeddings WHERE chunk_id = ?', stale)
 
-# %% ../../nbs/21_retrieval.store.ipynb 28
+# %% ../../nbs/21_retrieval.store.ipynb 30
 @patch
 def _bulk_insert(self:Store, rows):
     "Insert rows whose ids are all new (a plain INSERT is ~10% faster than the upsert), then index them at once"
@@ -212,7 +220,7 @@ def _bulk_insert(self:Store, rows):
               'SELECT id, name, content, section_path FROM chunks WHERE id > ?', (first,))
     self._sql(_INSERT_TRIGGER)
 
-# %% ../../nbs/21_retrieval.store.ipynb 30
+# %% ../../nbs/21_retrieval.store.ipynb 32
 Store.embedder, Store.vector_weight, Store.memory_vector_weight = None, 0.7, 0.3   # see `multis.retrieval.vectors.attach_embedder`
 
 @patch
@@ -222,7 +230,7 @@ def reopen(self:Store)->'Store':
     st.embedder, st.vector_weight, st.memory_vector_weight = self.embedder, self.vector_weight, self.memory_vector_weight
     return st
 
-# %% ../../nbs/21_retrieval.store.ipynb 33
+# %% ../../nbs/21_retrieval.store.ipynb 35
 def chunk_from_row(r)->DocChunk:
     "A `DocChunk` from a `chunks` row"
     d = {k: r[k] for k in _COLS}
@@ -232,20 +240,20 @@ def chunk_from_row(r)->DocChunk:
 @patch
 def _chunk(self:Store, r)->DocChunk: return chunk_from_row(r)
 
-# %% ../../nbs/21_retrieval.store.ipynb 34
+# %% ../../nbs/21_retrieval.store.ipynb 36
 @patch
 def get(self:Store, chunk_id:str)->DocChunk|None:
     "The chunk with this id, or None"
     r = self._sql('SELECT * FROM chunks WHERE chunk_id=?', (chunk_id,)).fetchone()
     return chunk_from_row(r) if r else None
 
-# %% ../../nbs/21_retrieval.store.ipynb 35
+# %% ../../nbs/21_retrieval.store.ipynb 37
 @patch
 def file_chunks(self:Store, file_path:str)->list:
     "The chunks of one file, in the order they were saved"
     return [chunk_from_row(r) for r in self._sql('SELECT * FROM chunks WHERE file_path=? ORDER BY id', (str(file_path),))]
 
-# %% ../../nbs/21_retrieval.store.ipynb 36
+# %% ../../nbs/21_retrieval.store.ipynb 38
 @patch
 def delete_file(self:Store, file_path:str)->int:
     "Remove a file's chunks, their access history and its file state; returns the number of chunks removed"
@@ -256,7 +264,7 @@ def delete_file(self:Store, file_path:str)->int:
         self._sql('DELETE FROM files WHERE file_path=?', (str(file_path),))
     return n
 
-# %% ../../nbs/21_retrieval.store.ipynb 41
+# %% ../../nbs/21_retrieval.store.ipynb 43
 @patch
 def record_access(self:Store, chunk_ids:list, # chunks shown to a user
                   query:str='',               # what was asked (kept for analysis)
@@ -271,7 +279,7 @@ def record_access(self:Store, chunk_ids:list, # chunks shown to a user
         self.conn.executemany('UPDATE chunks SET access_count=access_count+1, last_accessed=?, activation=? '
                               'WHERE chunk_id=?', [(now, acts.get(i, 0.0), i) for i in ids])
 
-# %% ../../nbs/21_retrieval.store.ipynb 43
+# %% ../../nbs/21_retrieval.store.ipynb 45
 _ACT_SQL = """SELECT chunk_id, ln(1 + sum(pow(max(? - accessed_at, 1.0), -?))) FROM (
   SELECT chunk_id, accessed_at, row_number() OVER (PARTITION BY chunk_id ORDER BY accessed_at DESC) AS n
   FROM access_history WHERE chunk_id IN ({})) WHERE n <= ? GROUP BY chunk_id"""
@@ -288,20 +296,20 @@ def activations(self:Store, chunk_ids:list, # chunks to score
     if not ids: return {}
     return dict(self._sql(_ACT_SQL.format(','.join('?'*len(ids))), (now, decay, *ids, max_accesses)).fetchall())
 
-# %% ../../nbs/21_retrieval.store.ipynb 46
+# %% ../../nbs/21_retrieval.store.ipynb 48
 @patch
 def file_state(self:Store, file_path:str)->dict|None:
     "What was recorded when this file was last indexed, or None"
     r = self._sql('SELECT * FROM files WHERE file_path=?', (str(file_path),)).fetchone()
     return dict(r) if r else None
 
-# %% ../../nbs/21_retrieval.store.ipynb 47
+# %% ../../nbs/21_retrieval.store.ipynb 49
 @patch
 def replace_file(self:Store, file_path:str, chunks:list, state:dict):
     "Replace a file's chunks and record its state, in one transaction"
     self.replace_files([(file_path, chunks, state)])
 
-# %% ../../nbs/21_retrieval.store.ipynb 48
+# %% ../../nbs/21_retrieval.store.ipynb 50
 @patch
 def replace_files(self:Store, files:list, # (file_path, chunks, state) for each file
                   bulk:int=200,           # from this many chunks on, fill the full-text index in one statement
@@ -327,7 +335,7 @@ def _drop_files(self:Store, paths:list, keep:list):
                   '(SELECT value FROM json_each(?))) AND chunk_id NOT IN (SELECT value FROM json_each(?))', (fps, keep))
     self._sql('DELETE FROM chunks WHERE file_path IN (SELECT value FROM json_each(?))', (fps,))
 
-# %% ../../nbs/21_retrieval.store.ipynb 54
+# %% ../../nbs/21_retrieval.store.ipynb 56
 @patch
 def stats(self:Store)->dict:
     "Counts: files, chunks, chunks per document type and per scope"
@@ -344,7 +352,7 @@ def files(self:Store, scopes:list|None=None)->list:
     if scopes is not None: sql, args = sql + f" WHERE scope IN ({','.join('?'*len(scopes))})", tuple(scopes)
     return [dict(r) for r in self._sql(sql + ' GROUP BY file_path, document_type, scope ORDER BY file_path', args)]
 
-# %% ../../nbs/21_retrieval.store.ipynb 57
+# %% ../../nbs/21_retrieval.store.ipynb 59
 _FACTS_DDL = """CREATE TABLE IF NOT EXISTS facts(
   chat_id TEXT NOT NULL, topic TEXT NOT NULL, kind TEXT NOT NULL CHECK(kind IN ('ranked', 'single')),
   rank INTEGER NOT NULL DEFAULT 0, value TEXT NOT NULL, updated_at REAL NOT NULL, source TEXT NOT NULL DEFAULT '',
@@ -366,7 +374,7 @@ def _fact_where(self:Store, chat_id, **eq)->tuple:
         if v is not None: where.append(f'{col}=?'); args.append(v)
     return ' AND '.join(where), args
 
-# %% ../../nbs/21_retrieval.store.ipynb 58
+# %% ../../nbs/21_retrieval.store.ipynb 60
 @patch
 def save_facts(self:Store, rows:list, # (chat_id, topic, kind, rank, value, updated_at, source); rank 0 for a single
               )->int:                 # rows written (an older write than the stored one is not)
@@ -374,7 +382,7 @@ def save_facts(self:Store, rows:list, # (chat_id, topic, kind, rank, value, upda
     self._facts()
     with self._write(): return sum(self._sql(_FACT_UPSERT, tuple(r)).rowcount for r in rows)
 
-# %% ../../nbs/21_retrieval.store.ipynb 59
+# %% ../../nbs/21_retrieval.store.ipynb 61
 @patch
 def fact_rows(self:Store, chat_id, topic:str|None=None, kind:str|None=None, rank:int|None=None,
              )->list: # (chat_id, topic, kind, rank, value, updated_at) tuples by topic, kind and rank
@@ -384,7 +392,7 @@ def fact_rows(self:Store, chat_id, topic:str|None=None, kind:str|None=None, rank
     sql = f'SELECT chat_id, topic, kind, rank, value, updated_at FROM facts WHERE {where} ORDER BY topic, kind, rank'
     return [tuple(r) for r in self._sql(sql, args)]
 
-# %% ../../nbs/21_retrieval.store.ipynb 60
+# %% ../../nbs/21_retrieval.store.ipynb 62
 @patch
 def delete_facts(self:Store, chat_id, topic:str|None=None, kind:str|None=None,
                  until:float|None=None, # only facts updated at or before this time
@@ -395,7 +403,7 @@ def delete_facts(self:Store, chat_id, topic:str|None=None, kind:str|None=None,
     if until is not None: where, args = where + ' AND updated_at<=?', args + [until]
     with self._write(): return self._sql(f'DELETE FROM facts WHERE {where}', args).rowcount
 
-# %% ../../nbs/21_retrieval.store.ipynb 63
+# %% ../../nbs/21_retrieval.store.ipynb 65
 _CONV_AGE = "coalesce(json_extract(metadata, '$.captured_at'), json_extract(metadata, '$.ts'), unixepoch(created_at))"
 
 @patch
@@ -413,7 +421,7 @@ def delete_conversation_chunks(self:Store, element_type:str, # 'memory_summary' 
         for t in ('access_history', 'embeddings'): self._sql(f'DELETE FROM {t} WHERE chunk_id IN ({ids})', args)
         return self._sql(f'DELETE FROM chunks WHERE chunk_id IN ({ids})', args).rowcount
 
-# %% ../../nbs/21_retrieval.store.ipynb 66
+# %% ../../nbs/21_retrieval.store.ipynb 68
 @patch
 @contextmanager
 def exclusive(self:Store, name:str):
@@ -426,7 +434,7 @@ def exclusive(self:Store, name:str):
     try: yield True
     finally: lock.release()
 
-# %% ../../nbs/21_retrieval.store.ipynb 69
+# %% ../../nbs/21_retrieval.store.ipynb 71
 def open_store(url_or_path=None,   # a path, ':memory:', 'sqlite:///path' or 'postgresql://...'; default `<home>/multis.db`
                cfg:dict|None=None, # config whose `embeddings` to use; None: keyword search only
                timeout:float=5.0,  # seconds to wait for another process's lock
@@ -438,7 +446,7 @@ def open_store(url_or_path=None,   # a path, ':memory:', 'sqlite:///path' or 'po
     except EmbeddingError as e: log.warning("semantic search is off: %s", e)
     return st
 
-# %% ../../nbs/21_retrieval.store.ipynb 72
+# %% ../../nbs/21_retrieval.store.ipynb 74
 def configured_store(db:str|None=None,    # `--db` from the command line: a path or URL that wins over the config
                      cfg:dict|None=None,   # the config; default `load_config()` of the home
                      home=None,            # the multis home; default `multis_home()`
@@ -447,7 +455,7 @@ def configured_store(db:str|None=None,    # `--db` from the command line: a path
     cfg = load_config(None if home is None else Path(home)/'config.json') if cfg is None else cfg
     return open_store(store_url(cfg, db, home), cfg)
 
-# %% ../../nbs/21_retrieval.store.ipynb 73
+# %% ../../nbs/21_retrieval.store.ipynb 75
 def store_summary(url:str)->str:
     "'<url>: N files, M chunks' (password hidden) for `multis status`; a missing SQLite file is not created"
     name = redact_url(url)
