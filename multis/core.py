@@ -9,6 +9,7 @@ __all__ = ['ELEMENT_TYPES', 'DOCUMENT_TYPES', 'MultisError', 'ParseError', 'toke
 # %% ../nbs/00_core.ipynb 2
 import hashlib, importlib, json, os
 from dataclasses import dataclass, field, asdict
+from operator import attrgetter
 from pathlib import Path
 from fastcore.basics import patch
 
@@ -81,7 +82,7 @@ def _chunk_from_values(cls, values:tuple):
     return c
 
 @patch
-def __reduce__(self:DocChunk): return _chunk_from_values, (type(self), tuple(getattr(self, f) for f in self.__dataclass_fields__))
+def __reduce__(self:DocChunk): return _chunk_from_values, (type(self), attrgetter(*self.__dataclass_fields__)(self))
 
 # %% ../nbs/00_core.ipynb 21
 def _where(c:DocChunk)->str:

@@ -64,7 +64,7 @@ def _span_pages(c:DocChunk, page_starts:list, start:int, end:int)->tuple:
 # %% ../../nbs/11_documents.chunker.ipynb 27
 def _copy(c:DocChunk, **changes)->DocChunk:
     "A copy of `c` with `changes` (its id kept): `dataclasses.replace` without running `__init__` again"
-    new = copy(c); new.__dict__.update(changes)
+    new = object.__new__(type(c)); new.__dict__.update(c.__dict__, **changes)
     return new
 
 # %% ../../nbs/11_documents.chunker.ipynb 29
@@ -82,7 +82,7 @@ def chunk_section(c:DocChunk,       # a section from a parser
     "Split a section longer than `size` into overlapping parts, each with its own pages"
     _check_sizes(size, overlap)
     meta = {k:v for k,v in c.metadata.items() if k != 'page_starts'}
-    if len(c.content) <= size: return [_copy(c, metadata=deepcopy(meta), section_path=list(c.section_path))]
+    if len(c.content) <= size: return [_copy(c, metadata=deepcopy(meta) if meta else {}, section_path=list(c.section_path))]
     page_starts = sorted(c.metadata.get('page_starts') or [])
     spans = split_text(c.content, size, overlap)
     return [_part(c, meta, page_starts, i, len(spans), s, e) for i,(s,e) in enumerate(spans)]

@@ -186,9 +186,10 @@ def _answer(self:ParseWorker, path:Path, limits, msg:tuple|None)->list:
 def parse(self:ParseWorker, path:Path, limits, # the file, and its caps (`IndexLimits`)
           scope:str|None=None,                   # given: the chunks come ready for the store (`prepare_chunks`)
           digest:bool=False,                     # also the file's sha256, computed by the worker: `(chunks, sha256)`
+          precheck:bool=True,                    # `check_file` here first (False: the worker's own check only)
          )->list[DocChunk]:
     "`path`'s chunks, parsed in the worker within `limits`; any failure is one `ParseError`"
-    path = check_file(path, limits.max_bytes)    # missing, folder, type, empty, size: no need to ask the worker
+    path = check_file(path, limits.max_bytes) if precheck else Path(path)   # missing, folder, type, empty, size: no need to ask the worker
     job, me = (str(path), limits.parse_kwargs(), limits.max_memory_mb, limits.timeout, limits.ocr_page_timeout, scope, digest), object()
     with self.lock:
         gen = self._send(job, me)
@@ -237,9 +238,9 @@ def parse_worker()->ParseWorker:
         if _worker is None: _worker = ParseWorker(); atexit.register(_worker.stop)
         return _worker
 
-def parse_with_timeout(path:Path, limits, scope:str|None=None, digest:bool=False)->list:
+def parse_with_timeout(path:Path, limits, scope:str|None=None, digest:bool=False, precheck:bool=True)->list:
     "Parse a file in the worker process within `limits` (and prepare its chunks, given a `scope`), or raise one `ParseError`"
-    return parse_worker().parse(path, limits, scope, digest)
+    return parse_worker().parse(path, limits, scope, digest, precheck)
 
 # %% ../../nbs/10a_documents.worker.ipynb 43
 DEPTH = 2   # files given to a worker at once: it starts the next as soon as it answers
@@ -256,11 +257,11 @@ class ParsePool:
     @property
     def busy(self)->list: return [w for w, n in self.load.items() if n]
 
-    def parse(self, path:Path, limits, scope:str|None=None, digest:bool=False)->list:
+    def parse(self, path:Path, limits, scope:str|None=None, digest:bool=False, precheck:bool=True)->list:
         "`ParseWorker.parse` in a worker of the pool (called from the pool's threads)"
         if self.closing: raise ParseError(path, 'not parsed: indexing was stopped')
         w = self._take()
-        try: return w.parse(path, limits, scope, digest)
+        try: return w.parse(path, limits, scope, digest, precheck)
         finally:
             with self.lock: self.load[w] -= 1; self.lock.notify()
 

@@ -315,10 +315,10 @@ def replace_files(self:Store, files:list, # (file_path, chunks, state) for each 
                   bulk:int=200,           # from this many chunks on, fill the full-text index in one statement
                   embed:bool=True,        # embed them now, with the store's embedder (False: the caller does)
                  )->int:                  # chunks saved
-    "Replace several files' chunks and record their states, all in one transaction"
+    "Replace several files' chunks and record their states, all in one transaction (the caller's if one is open)"
     now, items = _now_iso(), [(str(fp), _rows(cs), st) for fp, cs, st in files]
     rows = list({r[0]: r for _, rs, _ in items for r in rs}.values())   # an id in two files: the last one wins
-    with self.transaction():
+    with self._write():
         self._drop_files([fp for fp, _, _ in items], [r[0] for r in rows])
         self._insert_rows(rows, bulk)
         self.conn.executemany('INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?)', [(fp, st.get('size'),
