@@ -11,10 +11,13 @@ every variant then writes those same rows into a fresh database in a temporary f
   Store.save        all chunks in one call (one transaction)
   replace_file      one call (one transaction) per file, as the indexer stores a file
   replace_files x50 one call (one transaction) per 50 files
+  replace_files x50, 1 txn   one call per 50 files, all in one transaction: index_directory's writer on a run that
+                    takes under a second (it commits about once a second, or when no parsed file is waiting)
   serial, x50       the pipeline from the files one after another in this thread: hash, parse (one worker), chunk,
-                    replace_files per 50 files (what index_directory did before its pool of workers)
+                    replace_files per 50 files, one transaction each (what index_directory did before its pool)
   index_directory, N workers   the whole pipeline from the files: the files parsed and chunked by a pool of N
-                    workers (`indexing.workers`) while this thread stores them, 50 files a transaction
+                    workers (`indexing.workers`) while this thread stores them (50 files inserted at a time, into a
+                    transaction committed about once a second or when no parsed file is waiting)
 With --pdfs FOLDER (e.g. ../shared/docs), the PDFs of FOLDER are copied --copies times (10) into a temporary folder
 and index_directory is timed on them with each pool size, interleaved, beside 1 worker: PDF parsing costs far more
 than storing, so this shows how the pool scales with the cores.
@@ -74,6 +77,12 @@ def replace_each(db:Path, files:dict, states:dict):
 
 def replace_batched(db:Path, files:dict, states:dict, per:int=50):
     with Store(db) as st:
+        items = [(p, cs, states[p]) for p, cs in files.items()]
+        for i in range(0, len(items), per): st.replace_files(items[i:i+per])
+
+def replace_in_one(db:Path, files:dict, states:dict, per:int=50):
+    "replace_files per 50 files inside one transaction, as index_directory's writer stores a run that takes under a second"
+    with Store(db) as st, st.transaction():
         items = [(p, cs, states[p]) for p, cs in files.items()]
         for i in range(0, len(items), per): st.replace_files(items[i:i+per])
 
@@ -143,6 +152,7 @@ def main(argv=None):
         files = parsed(write_markdown(docs, args.n)); parse_worker().stop()
         states, n = {p: state(p) for p in files}, sum(len(cs) for cs in files.values())
         variants = {'bare FTS5': bare, 'Store.save': save, 'replace_file': replace_each, 'replace_files x50': replace_batched,
+                    'replace_files x50, 1 txn': replace_in_one,
                     'serial, x50': batched_pipeline(docs)}
         for w in map(int, args.workers.split(',')): variants[f'index_directory, {w} workers'] = pipeline(docs, w)
         times = {k: [] for k in variants}

@@ -203,6 +203,7 @@ _I_ID, _I_NAME, _I_CONTENT = _COLS.index('chunk_id'), _COLS.index('name'), _COLS
 @patch
 def _drop_stale_vectors(self:Store, rows:list):
     "Delete the vectors of chunks being saved whose text is no longer the text the vector was made from"
+    if self._sql('SELECT 1 FROM embeddings LIMIT 1').fetchone() is None: return   # no vectors at all
     for i in range(0, len(rows), 500):
         b = {r[_I_ID]: r for r in rows[i:i+500]}
         have = self._sql(f"SELECT chunk_id, text_hash FROM embeddings WHERE chunk_id IN ({','.join('?'*len(b))})", list(b))
@@ -329,7 +330,10 @@ def replace_files(self:Store, files:list, # (file_path, chunks, state) for each 
 @patch
 def _drop_files(self:Store, paths:list, keep:list):
     "Delete these files' chunks, and the access history and vectors of those whose id is not in `keep`"
-    fps, keep = json.dumps(paths), json.dumps(keep)
+    fps = json.dumps(paths)
+    if self._sql('SELECT 1 FROM chunks WHERE file_path IN (SELECT value FROM json_each(?)) LIMIT 1', (fps,)).fetchone() is None:
+        return                               # new files: nothing to delete
+    keep = json.dumps(keep)
     for t in ('access_history', 'embeddings'):
         self._sql(f'DELETE FROM {t} WHERE chunk_id IN (SELECT chunk_id FROM chunks WHERE file_path IN '
                   '(SELECT value FROM json_each(?))) AND chunk_id NOT IN (SELECT value FROM json_each(?))', (fps, keep))
