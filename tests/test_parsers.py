@@ -299,3 +299,24 @@ def test_small_files():
     c, = parse_file(small/'sample.txt')
     assert c.content.startswith('This is a plain text document')
     with pytest.raises(ParseError, match='^empty.txt: empty file$'): parse_file(small/'empty.txt')
+
+# --- Markdown headings: the line scan agrees with markdown-it wherever it is used
+
+def test_markdown_line_scan_finds_what_markdown_it_finds():
+    "Random texts of Markdown punctuation: every one the line scan accepts has the headings CommonMark's block parser finds"
+    import random
+    from multis.documents.markdown import _MD_BLOCKS, _md_headings, _plain_headings
+    def blocks(text):
+        toks = _MD_BLOCKS.parse(text)
+        return [(t.map[0], t.map[1], int(t.tag[1]), toks[i+1].content) for i, t in enumerate(toks)
+                if t.type == 'heading_open' and t.level == 0]
+    bits = ['#', '##', '###', '#######', ' ', '\t', 'word', '*', '`', '#x', '\\#', '&amp;', '_', 'é', '\u00a0', '\f', '\v',
+            '-', '=', '1.', '>', '<b>', '[a]: /u', '~~~', '\u2028', '\x1c', '\x85', '# a #', ' #', '#\t', 'a#', '**b**']
+    r, plain = random.Random(7), 0
+    for _ in range(20_000):
+        text = '\n'.join(''.join(r.choice(bits) for _ in range(r.randint(0, 5))) for _ in range(r.randint(1, 8)))
+        if (hs := _plain_headings(text)) is not None: plain += 1; assert hs == blocks(text), text
+    assert plain > 2000
+    md = '# Guide\n\nIntro.\n\n## Setup ##\nText #1 here.\n'
+    assert _plain_headings(md) is not None and _md_headings(md) == [(0, 1, 1, 'Guide'), (4, 5, 2, 'Setup')]
+    assert _plain_headings(md + '\n- a list\n') is None and _md_headings(md + '\n- a list\n') == _md_headings(md)

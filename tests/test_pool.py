@@ -7,6 +7,7 @@ from conftest import REPO
 import multis.documents.indexer as ix
 from multis.retrieval.store import Store
 from multis.documents.indexer import IndexLimits, index_directory
+from multis.core import ParseError
 from multis.documents.worker import parse_worker
 from test_bombs import pdf_stream_bomb
 from test_indexer import long_docx
@@ -160,3 +161,19 @@ def test_vectors_are_made_while_files_are_parsed_and_stored(tmp_path):
         assert len(stores) == 6 and events.index(('embed', 'multis-embed-index')) < stores[-1]   # embedding began before the last batch
         events.clear()
         assert len(index_directory(st, d, progress=False).unchanged) == 30 and events == []
+
+# --- a worker that reads only text does not load MuPDF or python-docx
+
+@pytest.mark.skipif(not Path('/proc/self/maps').exists(), reason='needs /proc')
+def test_a_text_only_worker_does_not_load_mupdf(tmp_path):
+    from multis.documents.worker import ParseWorker
+    (tmp_path/'a.md').write_text('# Bees\nBees like lavender.\n')
+    w = ParseWorker()
+    try:
+        chunks, sha = w.parse(tmp_path/'a.md', IndexLimits(), 'kb', True)
+        assert [c.name for c in chunks] == ['Bees'] and len(sha) == 64
+        assert 'mupdf' not in Path(f'/proc/{w.pid}/maps').read_text().lower()
+        with pytest.raises(ParseError, match='not a readable PDF'):
+            (tmp_path/'b.pdf').write_bytes(b'%PDF-1.4 broken'); w.parse(tmp_path/'b.pdf', IndexLimits())
+        assert 'mupdf' in Path(f'/proc/{w.pid}/maps').read_text().lower()      # loaded by the first file that needs it
+    finally: w.stop()
