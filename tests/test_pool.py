@@ -177,3 +177,18 @@ def test_a_text_only_worker_does_not_load_mupdf(tmp_path):
             (tmp_path/'b.pdf').write_bytes(b'%PDF-1.4 broken'); w.parse(tmp_path/'b.pdf', IndexLimits())
         assert 'mupdf' in Path(f'/proc/{w.pid}/maps').read_text().lower()      # loaded by the first file that needs it
     finally: w.stop()
+
+def test_a_batch_of_files_fails_one_file_at_a_time(tmp_path):
+    "Files sent as one job: a file over its time limit fails alone, the process is replaced, the files after it are parsed"
+    from multis.documents.worker import ParseWorker
+    fs = [tmp_path/f'{i}.md' for i in range(4)]
+    for i, f in enumerate(fs): f.write_text(f'# Note {i}\nBees.\n')
+    fs[1].write_text(''.join(f'# H{i}\n' + '- item *a* `b` [c](d)\n' * 20 for i in range(20_000)))   # parses for seconds
+    w = ParseWorker()
+    try:
+        w.parse(fs[0], IndexLimits()); pid = w.pid
+        res = w.parse_many(fs, IndexLimits(timeout=0.3), 'kb', True)
+        assert [r[0][0].name if isinstance(r, tuple) else str(r) for r in res] == \
+            ['Note 0', '1.md: parsing took longer than 0.3 s; skipped (indexing.parse_timeout)', 'Note 2', 'Note 3']
+        assert w.pid not in (None, pid)
+    finally: w.stop()

@@ -113,12 +113,17 @@ def _job(conn, base:int, job:tuple)->int:
     return base
 
 # %% ../../nbs/10a_documents.worker.ipynb 23
+def _each(job:tuple)->list:
+    "A job for several files (a list of paths) as one job per file, each answered on its own"
+    return [(p, *job[1:]) for p in job[0]] if isinstance(job[0], list) else [job]
+
 def serve_parses(conn):
     "A parsing process's loop: jobs in, outcomes out, until it receives None or its parent goes away"
     _quiet()
     base = _vm_size(); conn.send(('ready', base))
     try:
-        while (job := conn.recv()) is not None: base = _job(conn, base, job)
+        while (job := conn.recv()) is not None:
+            for one in _each(job): base = _job(conn, base, one)
     except (EOFError, OSError): pass
 
 # %% ../../nbs/10a_documents.worker.ipynb 27
@@ -190,17 +195,28 @@ def parse(self:ParseWorker, path:Path, limits, # the file, and its caps (`IndexL
          )->list[DocChunk]:
     "`path`'s chunks, parsed in the worker within `limits`; any failure is one `ParseError`"
     path = check_file(path, limits.max_bytes) if precheck else Path(path)   # missing, folder, type, empty, size: no need to ask the worker
-    job, me = (str(path), limits.parse_kwargs(), limits.max_memory_mb, limits.timeout, limits.ocr_page_timeout, scope, digest), object()
-    with self.lock:
-        gen = self._send(job, me)
-        while not self.turn.wait_for(lambda: self.gen != gen or self.sent[0] is me, 1) or self.gen != gen:
-            if self.gen != gen: gen = self._send(job, me, path)   # the process was replaced before its turn
+    gen, me = self._queue((str(path), limits.parse_kwargs(), limits.max_memory_mb, limits.timeout, limits.ocr_page_timeout, scope, digest))
     try: return self._answer(path, limits, self._wait(path, limits))
-    finally:
-        with self.lock:
-            if self.gen == gen and self.sent and self.sent[0] is me: self.sent.popleft(); self.turn.notify_all()
+    finally: self._done(gen, me)
 
-# %% ../../nbs/10a_documents.worker.ipynb 33
+# %% ../../nbs/10a_documents.worker.ipynb 32
+@patch
+def _queue(self:ParseWorker, job:tuple, path=None)->tuple:
+    "Send a job and wait for its turn to be answered (sent again if the process is replaced before); (generation, token)"
+    me = object()
+    with self.lock:
+        gen = self._send(job, me, path)
+        while not self.turn.wait_for(lambda: self.gen != gen or self.sent[0] is me, 1) or self.gen != gen:
+            if self.gen != gen: gen = self._send(job, me, path or Path(job[0] if isinstance(job[0], str) else job[0][0]))
+    return gen, me
+
+@patch
+def _done(self:ParseWorker, gen:int, me):
+    "The job `me` is answered: the next one's turn"
+    with self.lock:
+        if self.gen == gen and self.sent and self.sent[0] is me: self.sent.popleft(); self.turn.notify_all()
+
+# %% ../../nbs/10a_documents.worker.ipynb 34
 @patch
 def _send(self:ParseWorker, job:tuple, me, path=None)->int:
     "Send a job (holding the lock), starting the process if needed; the process's generation"
@@ -214,7 +230,7 @@ def _send(self:ParseWorker, job:tuple, me, path=None)->int:
     self.sent.append(me)
     return self.gen
 
-# %% ../../nbs/10a_documents.worker.ipynb 35
+# %% ../../nbs/10a_documents.worker.ipynb 36
 @patch
 def _wait(self:ParseWorker, path:Path, limits)->tuple|None:
     "The worker's answer for `path` (None if it died), or a `ParseError` once it runs over its time"
@@ -228,7 +244,26 @@ def _wait(self:ParseWorker, path:Path, limits)->tuple|None:
     raise ParseError(path, f"OCR of page {pages} took longer than {limits.ocr_page_timeout:g} s; skipped (indexing.ocr_page_timeout)"
                      if pages else f"parsing took longer than {limits.timeout:g} s; skipped (indexing.parse_timeout)")
 
-# %% ../../nbs/10a_documents.worker.ipynb 37
+# %% ../../nbs/10a_documents.worker.ipynb 38
+@patch
+def parse_many(self:ParseWorker, paths:list, limits, # the files, and their caps (`IndexLimits`)
+               scope:str|None=None, digest:bool=False, # as `parse`'s
+              )->list: # each file's chunks (with `digest`: `(chunks, sha256)`), or the `ParseError` it failed with
+    "Several files sent as one job, each parsed under its own caps and time limit and answered on its own"
+    out = []
+    while len(out) < len(paths):
+        rest = [Path(p) for p in paths[len(out):]]
+        job = ([str(p) for p in rest], limits.parse_kwargs(), limits.max_memory_mb, limits.timeout, limits.ocr_page_timeout, scope, digest)
+        gen, me = self._queue(job, rest[0] if out else None)
+        try:
+            for p in rest:
+                try: out.append(self._answer(p, limits, self._wait(p, limits)))
+                except ParseError as e: out.append(e)
+                if self.gen != gen: break        # the process was stopped (time, memory, crash): the rest sent again
+        finally: self._done(gen, me)
+    return out
+
+# %% ../../nbs/10a_documents.worker.ipynb 41
 _worker, _worker_lock = None, threading.Lock()
 
 def parse_worker()->ParseWorker:
@@ -242,7 +277,7 @@ def parse_with_timeout(path:Path, limits, scope:str|None=None, digest:bool=False
     "Parse a file in the worker process within `limits` (and prepare its chunks, given a `scope`), or raise one `ParseError`"
     return parse_worker().parse(path, limits, scope, digest, precheck)
 
-# %% ../../nbs/10a_documents.worker.ipynb 43
+# %% ../../nbs/10a_documents.worker.ipynb 47
 DEPTH = 2   # files given to a worker at once: it starts the next as soon as it answers
 
 class ParsePool:
@@ -265,7 +300,15 @@ class ParsePool:
         finally:
             with self.lock: self.load[w] -= 1; self.lock.notify()
 
-# %% ../../nbs/10a_documents.worker.ipynb 45
+    def parse_many(self, paths:list, limits, scope:str|None=None, digest:bool=False)->list:
+        "`ParseWorker.parse_many` in a worker of the pool (called from the pool's threads)"
+        if self.closing: raise ParseError(paths[0], 'not parsed: indexing was stopped')
+        w = self._take()
+        try: return w.parse_many(paths, limits, scope, digest)
+        finally:
+            with self.lock: self.load[w] -= 1; self.lock.notify()
+
+# %% ../../nbs/10a_documents.worker.ipynb 49
 @patch
 def _take(self:ParsePool)->ParseWorker:
     "A worker for a file: an idle one, else a new one while fewer than `size` run, else the least busy (up to `DEPTH`)"
@@ -279,7 +322,7 @@ def _take(self:ParsePool)->ParseWorker:
             if self.load[w] < DEPTH: self.load[w] += 1; return w
             self.lock.wait()
 
-# %% ../../nbs/10a_documents.worker.ipynb 47
+# %% ../../nbs/10a_documents.worker.ipynb 51
 @patch
 def submit(self:ParsePool, fn, *args)->Future:
     "Run `fn(self.parse, *args)` in a thread of the pool; its `Future`"
@@ -302,7 +345,7 @@ def close(self:ParsePool, kill:bool=False):
     for w in self.workers:
         if w is not _worker: w.stop()
 
-# %% ../../nbs/10a_documents.worker.ipynb 48
+# %% ../../nbs/10a_documents.worker.ipynb 52
 @patch
 def kill(self:ParseWorker):
     "Kill the process and what it started at once, from any thread; the jobs it was sent fail, none is sent again"
