@@ -347,7 +347,7 @@ def commit(self:_Writer):
 
 # %% ../../nbs/12_documents.indexer.ipynb 46
 @patch
-def add(self:_Writer, item:tuple):
+def take(self:_Writer, item:tuple):
     "Take one file read `(file_path, chunks, state)`; store and commit when it is time"
     self.batch.append(item)
     if self.per: return self.commit() if len(self.batch) >= self.per else None
@@ -372,7 +372,7 @@ def index_files(store:Store, files:list,    # (path, scope) pairs
     with closing(rs), w:
         for r, item in tqdm(rs, total=len(files), desc=desc, unit='file', disable=not progress):
             out.append(r)
-            if item: w.add(item)
+            if item: w.take(item)
     return out
 
 # %% ../../nbs/12_documents.indexer.ipynb 50

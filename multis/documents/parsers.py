@@ -184,7 +184,7 @@ def _style_level(s:str)->int:
     m = _HEADING.match(s.strip())
     return int(m.group(1)) if m else 0
 
-def _heading_level(p:'Paragraph')->int:
+def _heading_level(p)->int:
     "Heading level of a paragraph from its style name or raw style id, 0 for body text"
     return _style_level(p.style.name or '') or _style_level(p._p.style or '')
 
@@ -197,7 +197,7 @@ def _row_text(row)->str:
         prev = c._tc
     return ' | '.join(cells)
 
-def _table_text(t:'Table')->str:
+def _table_text(t)->str:
     "A table as text, one line per non-empty row"
     return '\n'.join(line for line in map(_row_text, t.rows) if line.strip(' |'))
 
