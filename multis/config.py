@@ -4,8 +4,8 @@
 
 # %% auto 0
 __all__ = ['DEFAULT_CONFIG', 'log', 'ENTRY_POINT_GROUP', 'BUILTIN_PLATFORMS', 'STORE_SCHEMES', 'DATABASE_ENV', 'SECRET_KEYS',
-           'deep_merge', 'InitQuestion', 'PlatformSpec', 'register_platform', 'import_path', 'platform_names',
-           'platform_spec', 'each_platform', 'platform_specs', 'config_defaults', 'platform_defaults',
+           'FUSIONS', 'deep_merge', 'InitQuestion', 'PlatformSpec', 'register_platform', 'import_path',
+           'platform_names', 'platform_spec', 'each_platform', 'platform_specs', 'config_defaults', 'platform_defaults',
            'platform_secrets', 'platform_questions', 'default_config', 'ConfigError', 'cfg_get', 'redact_url',
            'url_password', 'check_store_url', 'secret_keys', 'secret_values', 'fill_from_env', 'config_path',
            'load_config', 'save_config', 'absolute_url', 'store_file', 'store_url', 'error_line', 'report_errors']
@@ -30,7 +30,8 @@ DEFAULT_CONFIG = {
     'memory': {'recent_window': 20, 'capture_threshold': 20, 'keep_recent': 5, 'max_sections': 5,
                'log_retention_days': 30, 'retention_days': 90, 'admin_retention_days': 365, 'index_raw': False,
                'capture_interval_minutes': 15},
-    'search': {'activation_weight': 2.0, 'decay': 0.5, 'candidate_factor': 3, 'bm25_weights': [1.0, 1.0, 0.5]},
+    'search': {'activation_weight': 2.0, 'decay': 0.5, 'candidate_factor': 3, 'bm25_weights': [3.0, 1.0, 0.5],
+               'fusion': 'linear', 'rrf_k': 60},
     'indexing': {'max_file_mb': 10, 'max_pages': 2000, 'max_text_mb': 20, 'max_chunks_per_file': 10000,
                  'max_parse_memory_mb': 1024, 'parse_timeout': 120, 'max_unzipped_mb': 100, 'max_zip_entries': 10000,
                  'max_zip_ratio': 100, 'ocr_languages': 'eng', 'ocr_page_timeout': 60, 'max_ocr_pages': 200,
@@ -326,7 +327,17 @@ def _read_json(path:Path)->dict:
     if not isinstance(data, dict): raise ConfigError(f"{path}: the top level must be a JSON object {{...}}")
     return data
 
-# %% ../nbs/01_config.ipynb 66
+# %% ../nbs/01_config.ipynb 67
+FUSIONS = ('linear', 'rrf')   # search.fusion values
+
+def _search_errors(user:dict)->list:
+    "What is wrong with the `search` settings' values (their types are checked by `_type_errors`)"
+    f, k, errs = cfg_get(user, 'search.fusion'), cfg_get(user, 'search.rrf_k'), []
+    if f is not None and f not in FUSIONS: errs.append(f"search.fusion must be {' or '.join(map(repr, FUSIONS))}, got {f!r}")
+    if isinstance(k, (int, float)) and not 0 <= k < float('inf'): errs.append(f"search.rrf_k must be a number from 0 up, got {k!r}")
+    return errs
+
+# %% ../nbs/01_config.ipynb 69
 def load_config(path:Path|str|None=None, # config file; default `<home>/config.json`
                 env:bool=True,           # fill empty secret keys from the environment and `<home>/.env`
                )->dict:                  # the full config, defaults merged in
@@ -334,20 +345,20 @@ def load_config(path:Path|str|None=None, # config file; default `<home>/config.j
     path = Path(path) if path else config_path()
     user = _drop_nulls(_read_json(path)) if path.exists() else {}
     defaults = default_config()
-    if errs := _type_errors(user, defaults): raise ConfigError(f"{path}: " + '; '.join(errs))
+    if errs := _type_errors(user, defaults) or _search_errors(user): raise ConfigError(f"{path}: " + '; '.join(errs))
     if u := cfg_get(user, 'store.url'): check_store_url(u, f"{path}: store.url")
     if (w := cfg_get(user, 'indexing.workers')) is not None and w not in range(65):
         raise ConfigError(f"{path}: indexing.workers must be a whole number from 0 (one per core) to 64, got {w!r}")
     cfg = deep_merge(defaults, user)
     return fill_from_env(cfg, path.parent/'.env') if env else cfg
 
-# %% ../nbs/01_config.ipynb 68
+# %% ../nbs/01_config.ipynb 71
 def save_config(cfg:dict, path:Path|str|None=None)->Path:
     "Write `cfg` as indented JSON, atomically, readable by the owner only (0600)"
     path = Path(path) if path else config_path()
     return atomic_write(path, json.dumps(cfg, indent=2, ensure_ascii=False) + '\n', mode=0o600)
 
-# %% ../nbs/01_config.ipynb 71
+# %% ../nbs/01_config.ipynb 74
 _SQLITE = re.compile(r'(?i)sqlite(?:\+\w+)?://(.*)', re.S)
 
 def absolute_url(url:str, base:Path|None=None)->str:
@@ -364,7 +375,7 @@ def store_file(url)->Path|None:
     u = absolute_url(url)
     return Path(u[len('sqlite:///'):]) if u.startswith('sqlite:///') else None
 
-# %% ../nbs/01_config.ipynb 72
+# %% ../nbs/01_config.ipynb 75
 def store_url(cfg:dict|None=None, # the config; None: the home's `config.json` (read only when needed)
               db:str|None=None,    # `--db` from the command line (a path or URL): wins over the rest
               home=None,           # the multis home; default `multis_home()`
@@ -378,7 +389,7 @@ def store_url(cfg:dict|None=None, # the config; None: the home's `config.json` (
     if u := (cfg_get(cfg, 'store.url') or '').strip(): return absolute_url(check_store_url(u, 'store.url in config.json'), home)
     return f"sqlite:///{home/'multis.db'}"
 
-# %% ../nbs/01_config.ipynb 77
+# %% ../nbs/01_config.ipynb 80
 def _home_hint(home:Path)->str:
     if home.exists() and not home.is_dir(): return f" (the multis home {home} is a file: set MULTIS_HOME to a folder)"
     return f" (multis needs a multis home it can write: {home})"
@@ -393,7 +404,7 @@ def error_line(e:BaseException)->str|None:
     if isinstance(e, sqlite3.Error): return f"database error: {e}" + _home_hint(home)
     return None
 
-# %% ../nbs/01_config.ipynb 80
+# %% ../nbs/01_config.ipynb 83
 def report_errors(func:Callable, *args, **kwargs)->int:
     "`func(*args, **kwargs)`, its exit status; an error a user can act on is one line on stderr and status 1"
     try: return func(*args, **kwargs)

@@ -94,7 +94,8 @@ def test_index_path_and_search(env):
     hits = c.post('/search', json={'query': 'ferry pier', 'limit': 5}).json()
     with Store(env['db']) as st:
         want = [h.to_json() for h in st.search('ferry pier', limit=5, **{k: v for k, v in [
-            ('activation_weight', 2.0), ('decay', 0.5), ('candidate_factor', 3), ('bm25_weights', (1.0, 1.0, 0.5))]})]
+            ('activation_weight', 2.0), ('decay', 0.5), ('candidate_factor', 3), ('bm25_weights', (3.0, 1.0, 0.5)),
+            ('fusion', 'linear'), ('rrf_k', 60)]})]
     assert hits == want and len(hits) == 3
     assert set(hits[0]) == set(HIT_JSON_FIELDS)
     assert hits[0]['vector'] is None and hits[0]['hybrid'] is None   # no embedder configured
@@ -224,6 +225,7 @@ def test_ask_without_model(env, tmp_path):
 @pytest.mark.parametrize('path,body,field', [
     ('/search', {}, 'query'), ('/search', {'query': 'x', 'limit': 0}, 'limit'),
     ('/search', {'query': 'x', 'limit': 'ten'}, 'limit'), ('/search', {'query': 'x', 'bm25_weights': [1]}, 'bm25_weights'),
+    ('/search', {'query': 'x', 'fusion': 'borda'}, 'fusion'), ('/search', {'query': 'x', 'rrf_k': -1}, 'rrf_k'),
     ('/search', {'query': 'x', 'surprise': 1}, 'surprise'), ('/index/path', {'path': 'a.md', 'scope': 'everyone'}, 'scope'),
     ('/facts', {'chat_id': '7', 'topic': 'colour', 'value': 'x', 'rank': 0}, 'rank'), ('/ask', {'question': ''}, 'question')])
 def test_bad_bodies(env, path, body, field):

@@ -97,9 +97,9 @@ def test_capture_summary_is_embedded(tmp_path):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(allowed=hst.lists(hst.sampled_from(['kb', 'admin', 'user:1', 'user:2', 'user:3']), min_size=1, max_size=3, unique=True),
        query=hst.sampled_from(['garden water', 'budget march', 'bees lavender', 'the', 'trip passport photo', 'xyz']),
-       weight=hst.sampled_from([0.0, 0.3, 0.7, 1.0]))
-def test_hybrid_search_never_leaves_its_scopes(scoped_store, allowed, query, weight):
-    for h in scoped_store.search(query, scopes=allowed, vector_weight=weight, limit=20):
+       weight=hst.sampled_from([0.0, 0.3, 0.7, 1.0]), fusion=hst.sampled_from(['linear', 'rrf']))
+def test_hybrid_search_never_leaves_its_scopes(scoped_store, allowed, query, weight, fusion):
+    for h in scoped_store.search(query, scopes=allowed, vector_weight=weight, fusion=fusion, limit=20):
         assert h.scope in allowed
 
 @pytest.fixture(scope='module')

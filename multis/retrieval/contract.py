@@ -51,7 +51,8 @@ class StoreContract(Protocol):
     # search
     def candidates(self, query:str, limit:int=10, scopes:list|None=None, *args, **kwargs)->list: "BM25 candidates"
     def hybrid_candidates(self, query:str, keyword:list, n:int, scopes:list|None, embedder, weight:float, bm25_weights,
-                          decay:float, now:float, memory_weight:float|None=None)->list: "Keyword and vector candidates"
+                          decay:float, now:float, memory_weight:float|None=None, fusion:str='linear', rrf_k:float=60)->list:
+        "Keyword and vector candidates"
     def search(self, query:str, limit:int=10, scopes:list|None=None, **kwargs)->list: "Ranked hits inside scopes"
     # vectors
     def pending_vectors(self, model:str, chunk_ids:list|None=None)->list: "(chunk_id, scope, name, content) needing a vector"

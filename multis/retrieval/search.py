@@ -4,12 +4,13 @@
 
 # %% auto 0
 __all__ = ['STOPWORDS', 'MAX_TERMS', 'FTS_TOKENIZE', 'log', 'query_terms', 'fts_query', 'check_scopes', 'fts_tokens',
-           'RankedSearch', 'SqliteSearch']
+           'RankedSearch', 'SqliteSearch', 'check_fusion']
 
 # %% ../../nbs/22_retrieval.search.ipynb 2
 import re, sqlite3, threading, time
 from fastcore.basics import patch
 import logging
+from ..config import FUSIONS
 from ..core import MultisError
 from .embed import EmbeddingError
 from .ranking import DEFAULTS, Hit, rerank, actr_scorer
@@ -188,9 +189,11 @@ def search(self:RankedSearch, query:str,     # the user's text (never FTS5 synta
            vector_weight:float|None=None, # hybrid blend; None: the store's (`embeddings.weight`, 0.7)
            memory_vector_weight:float|None=None, # the same for chat memory; None: the store's (0.3), or
                                        # `vector_weight` when that is given
+           fusion:str=DEFAULTS['fusion'], # hybrid: 'linear' (normalised scores) or 'rrf' (reciprocal ranks)
+           rrf_k:float=DEFAULTS['rrf_k'], # the k of 'rrf': rank r counts (k + 1) / (k + r)
           )->list:                     # ranked `Hit`s with score parts
     "Search chunks inside `scopes`: BM25 (and vector) candidates re-ranked with ACT-R activation"
-    now = time.time() if now is None else now
+    now, _ = time.time() if now is None else now, check_fusion(fusion, rrf_k)
     embedder = self.embedder if embedder is None else embedder
     cands = self.candidates(query, limit, scopes, candidate_factor, bm25_weights, decay, now, prune)
     if embedder and _WORD.search(query or ''):
@@ -198,13 +201,13 @@ def search(self:RankedSearch, query:str,     # the user's text (never FTS5 synta
         mw = memory_vector_weight if memory_vector_weight is not None else (
             self.memory_vector_weight if vector_weight is None else vector_weight)
         try: cands = self.hybrid_candidates(query, cands, max(limit, int(limit*candidate_factor)), scopes, embedder, w,
-                                            bm25_weights, decay, now, mw)
+                                            bm25_weights, decay, now, mw, fusion, rrf_k)
         except EmbeddingError as e: log.warning("keyword search only: %s", e)
     hits = rerank(cands, scorer or actr_scorer(activation_weight), limit)
     if record and hits: self.record_access([h.chunk_id for h in hits], query, now=now, decay=decay)
     return hits
 
-# %% ../../nbs/22_retrieval.search.ipynb 37
+# %% ../../nbs/22_retrieval.search.ipynb 38
 log = logging.getLogger(__name__)
 
 @patch
@@ -220,36 +223,67 @@ def _rows_with_bm25(self:SqliteSearch, chunk_ids:list, scopes:list|None, terms:l
                         f"AND +rowid IN ({','.join('?'*len(ids))})", (*bm25_weights, fts_query(terms), *ids)).fetchall())
     return [(r, bm.get(r['id'], 0.0)) for r in rows]
 
-# %% ../../nbs/22_retrieval.search.ipynb 38
+# %% ../../nbs/22_retrieval.search.ipynb 39
 def _minmax(xs:list)->list:
     lo, hi = min(xs), max(xs)
     return [(x - lo) / (hi - lo) if hi > lo else 1.0 for x in xs]
 
+def _linear_parts(hits:list, k=None)->tuple:
+    "Each hit's (bm25 / best bm25, min-max normalised cosine); a hit without a vector gets its BM25 part for both"
+    top = max(h.bm25 for h in hits)
+    bn = [h.bm25 / top if top > 0 else 0.0 for h in hits]
+    vec = [i for i, h in enumerate(hits) if h.vector is not None]
+    vn = dict(zip(vec, _minmax([hits[i].vector for i in vec]))) if vec else {}
+    return bn, [vn.get(i, b) for i, b in enumerate(bn)]
+
+# %% ../../nbs/22_retrieval.search.ipynb 40
+def check_fusion(fusion:str, rrf_k:float)->str:
+    "`fusion` if it is a known name and `rrf_k` a number of 0 or more; else one clear error"
+    if fusion not in FUSIONS: raise MultisError(f"unknown fusion {fusion!r}: use {' or '.join(FUSIONS)}")
+    if isinstance(rrf_k, bool) or not isinstance(rrf_k, (int, float)) or not 0 <= rrf_k < float('inf'):
+        raise MultisError(f"rrf_k must be a number from 0 up, got {rrf_k!r}")
+    return fusion
+
+def _rrf_parts(hits:list, k:float)->tuple:
+    "Each hit's reciprocal ranks (k + 1) / (k + rank) by BM25 (0 without a keyword match) and by cosine"
+    def rr(xs):
+        r = [0.0] * len(xs)
+        for rank, i in enumerate(sorted(range(len(xs)), key=lambda i: -xs[i]), 1): r[i] = (k + 1) / (k + rank)
+        return r
+    bn = [x if h.bm25 > 0 else 0.0 for x, h in zip(rr([h.bm25 for h in hits]), hits)]
+    vec = [i for i, h in enumerate(hits) if h.vector is not None]
+    vr = dict(zip(vec, rr([hits[i].vector for i in vec])))
+    return bn, [vr.get(i, b) for i, b in enumerate(bn)]
+
+# %% ../../nbs/22_retrieval.search.ipynb 41
 def _blend_hybrid(hits:list, weight:float,    # vector share for document chunks
                   memory_weight:float|None=None, # vector share for chat memory (None: `weight`)
+                  fusion:str='linear',        # 'linear' (normalised scores) or 'rrf' (reciprocal ranks)
+                  rrf_k:float=DEFAULTS['rrf_k'], # the k of 'rrf'
                  )->list:
     "Fill `hybrid` and `scale` of hits whose `bm25` and `vector` (None: no vector yet) are set"
     if not hits: return hits
-    memory_weight = weight if memory_weight is None else memory_weight
-    top = max(h.bm25 for h in hits)
-    with_vec = [h for h in hits if h.vector is not None]
-    vn = dict(zip(map(id, with_vec), _minmax([h.vector for h in with_vec]))) if with_vec else {}
-    for h in hits:
-        bn, w = h.bm25 / top if top > 0 else 0.0, memory_weight if h.document_type == 'conversation' else weight
-        h.hybrid, h.scale = w * vn.get(id(h), bn) + (1 - w) * bn, top if top > 0 else 1.0
+    memory_weight, top = weight if memory_weight is None else memory_weight, max(h.bm25 for h in hits)
+    bn, vn = (_rrf_parts if check_fusion(fusion, rrf_k) == 'rrf' else _linear_parts)(hits, rrf_k)
+    for h, b, v in zip(hits, bn, vn):
+        w = memory_weight if h.document_type == 'conversation' else weight
+        h.hybrid, h.scale = w * v + (1 - w) * b, top if top > 0 else 1.0
     return hits
 
-# %% ../../nbs/22_retrieval.search.ipynb 39
+# %% ../../nbs/22_retrieval.search.ipynb 42
 @patch
 def hybrid_candidates(self:RankedSearch, query:str, # the user's text
                       keyword:list,          # the BM25 candidates (`Store.candidates`)
                       n:int,                 # vector candidates to add
                       scopes:list|None, embedder, weight:float, bm25_weights, decay:float, now:float,
                       memory_weight:float|None=None, # the weight for chat memory chunks (None: `weight`)
+                      fusion:str='linear',   # 'linear' or 'rrf' (see `_blend_hybrid`)
+                      rrf_k:float=DEFAULTS['rrf_k'], # the k of 'rrf'
                      )->list:                # keyword and vector candidates, each scored in both channels
     "Join the `n` nearest chunks by vector to the keyword candidates and blend the two scores"
     for x in (weight, memory_weight):
         if x is not None and not 0 <= x <= 1: raise MultisError(f"vector weight must be from 0 to 1, got {x}")
+    check_fusion(fusion, rrf_k)
     scopes, q = check_scopes(scopes), embedder.embed_query(query)
     vi = self._vector_index(embedder.name)
     near, have = dict(vi.top(q, n, scopes)), {h.chunk_id for h in keyword}
@@ -260,4 +294,4 @@ def hybrid_candidates(self:RankedSearch, query:str, # the user's text
     hits = keyword + [Hit(self._chunk(r), bm25=b, activation=acts.get(r['chunk_id'], 0.0)) for r, b in extra]
     sims = {**vi.similarity(q, [c for c in have if c not in near], scopes), **near}
     for h in hits: h.vector = sims.get(h.chunk_id)
-    return _blend_hybrid(hits, weight, memory_weight)
+    return _blend_hybrid(hits, weight, memory_weight, fusion, rrf_k)

@@ -73,6 +73,8 @@ class SearchRequest(BaseModel):
     decay:Optional[float] = Field(None, gt=0, le=2, description='ACT-R d')
     candidate_factor:Optional[int] = Field(None, ge=1, le=20)
     bm25_weights:Optional[list[Annotated[float, Field(ge=0, le=100)]]] = Field(None, min_length=3, max_length=3, description='name, content, section_path (each 0 to 100)')
+    fusion:Optional[Literal['linear', 'rrf']] = Field(None, description='hybrid search: blend normalised scores or reciprocal ranks')
+    rrf_k:Optional[float] = Field(None, ge=0, le=1000, description='the k of reciprocal rank fusion')
     record:bool = Field(False, description='record the hits as accesses')
 
 # %% ../../nbs/82_run.service.ipynb 11
@@ -191,7 +193,8 @@ def search_options(app, r:SearchRequest)->dict:
     s = app.state.cfg['search']
     pick = lambda v, k: v if v is not None else s[k]
     return dict(activation_weight=pick(r.activation_weight, 'activation_weight'), decay=pick(r.decay, 'decay'),
-                candidate_factor=pick(r.candidate_factor, 'candidate_factor'), bm25_weights=tuple(pick(r.bm25_weights, 'bm25_weights')))
+                candidate_factor=pick(r.candidate_factor, 'candidate_factor'), bm25_weights=tuple(pick(r.bm25_weights, 'bm25_weights')),
+                fusion=pick(r.fusion, 'fusion'), rrf_k=pick(r.rrf_k, 'rrf_k'))
 
 # %% ../../nbs/82_run.service.ipynb 30
 def _search_routes(app:FastAPI):

@@ -1,0 +1,84 @@
+"Hybrid search's fusion of its two channels: the linear blend and reciprocal rank fusion, their settings and bad values"
+import json
+import pytest
+from multis.config import ConfigError, DEFAULT_CONFIG, FUSIONS, deep_merge, load_config
+from multis.core import DocChunk, MultisError
+from multis.answer.ask import search_options
+from multis.retrieval.embed import HashEmbedder
+from multis.retrieval.ranking import DEFAULTS, Hit
+from multis.retrieval.search import _blend_hybrid
+from multis.retrieval.store import Store
+from multis.retrieval.vectors import embed_pending
+
+def hits(bm25:list, vector:list)->list:
+    return [Hit(DocChunk(f'/n/{i}.md', str(i), 'x'), bm25=b, vector=v) for i, (b, v) in enumerate(zip(bm25, vector))]
+
+def order(hs:list)->list: return [h.name for h in sorted(hs, key=lambda h: -h.hybrid)]
+
+def test_rrf_sees_ranks_not_scores():
+    "Stretching one channel's scores moves the linear blend's order, never reciprocal rank fusion's"
+    flat, steep = hits([3.0, 2.9, 2.8], [0.1, 0.5, 0.9]), hits([30.0, 2.9, 0.1], [0.1, 0.5, 0.9])
+    assert order(_blend_hybrid(flat, 0.5)) != order(_blend_hybrid(steep, 0.5))
+    a, b = _blend_hybrid(hits([3.0, 2.9, 2.8], [0.1, 0.5, 0.9]), 0.5, fusion='rrf'), _blend_hybrid(hits([30.0, 2.9, 0.1], [0.1, 0.5, 0.9]), 0.5, fusion='rrf')
+    assert [h.hybrid for h in a] == [h.hybrid for h in b]
+    assert all(0 <= h.hybrid <= 1 for h in a) and max(h.hybrid for h in a) < 1   # no hit first in both channels
+
+def test_rrf_weight_and_k():
+    "w = 0 is BM25's order, 1 the vectors'; a larger k narrows the gap between ranks; no keyword match counts 0"
+    hs = lambda: hits([5.0, 4.0, 3.0, 0.0], [0.2, 0.4, 0.6, 0.8])
+    assert order(_blend_hybrid(hs(), 0.0, fusion='rrf')) == ['0', '1', '2', '3']
+    assert order(_blend_hybrid(hs(), 1.0, fusion='rrf')) == ['3', '2', '1', '0']
+    gap = lambda k: (lambda h: h[0].hybrid - h[1].hybrid)(_blend_hybrid(hs(), 0.0, fusion='rrf', rrf_k=k))
+    assert gap(0) == pytest.approx(0.5) and gap(60) == pytest.approx(1 - 61 / 62) and gap(1000) < gap(60)
+    assert _blend_hybrid(hs(), 0.0, fusion='rrf')[3].hybrid == 0.0
+
+@pytest.fixture
+def store():
+    with Store(':memory:') as st:
+        st.save([DocChunk(f'/n/{i}.md', f'Note {i}', t) for i, t in enumerate(
+            ['water the tomatoes', 'tomatoes need sun', 'bread rises slowly', 'passport renewal in May', 'garden water hose'])])
+        assert embed_pending(st, HashEmbedder(64)) == 5
+        yield st
+
+def test_rrf_search_with_an_embedder(store):
+    e = HashEmbedder(64)
+    lin, rrf = store.search('water tomatoes', embedder=e), store.search('water tomatoes', embedder=e, fusion='rrf', rrf_k=10)
+    assert {h.chunk_id for h in lin} == {h.chunk_id for h in rrf}   # the same candidates, joined differently
+    assert all(h.vector is not None and 0 <= h.hybrid <= 1 for h in rrf)
+    assert rrf[0].score == pytest.approx(rrf[0].hybrid * rrf[0].scale)   # back in BM25 units, as the linear blend
+    kw = [h.chunk_id for h in store.search('water tomatoes', embedder=False) ]
+    assert [h.chunk_id for h in store.search('water tomatoes', embedder=e, fusion='rrf', vector_weight=0.0)][:len(kw)] == kw
+
+@pytest.mark.parametrize('bad,msg', [(dict(fusion='borda'), "unknown fusion 'borda': use linear or rrf"),
+                                     (dict(fusion=None), 'unknown fusion None'), (dict(rrf_k=-1), 'rrf_k must be a number from 0 up, got -1'),
+                                     (dict(rrf_k='60'), "got '60'"), (dict(rrf_k=True), 'got True'), (dict(rrf_k=float('inf')), 'got inf')])
+@pytest.mark.parametrize('embedder', [False, HashEmbedder(64)], ids=['keyword', 'hybrid'])
+def test_bad_fusion_refused(store, bad, msg, embedder):
+    with pytest.raises(MultisError, match=msg.replace('(', r'\(')): store.search('water', embedder=embedder, **bad)
+
+def test_hybrid_candidates_checks_too(store):
+    e = HashEmbedder(64)
+    kw = store.candidates('water')
+    with pytest.raises(MultisError, match="unknown fusion 'RRF'"):
+        store.hybrid_candidates('water', kw, 10, None, e, 0.7, DEFAULTS['bm25_weights'], 0.5, 0.0, fusion='RRF')
+
+def test_config_fusion(tmp_path):
+    p = tmp_path/'config.json'
+    assert load_config(p, env=False)['search']['fusion'] == 'linear' == DEFAULTS['fusion'] and FUSIONS == ('linear', 'rrf')
+    assert load_config(p, env=False)['search']['rrf_k'] == DEFAULTS['rrf_k'] == 60
+    for cfg, msg in [({'fusion': 'borda'}, "search.fusion must be 'linear' or 'rrf', got 'borda'"),
+                     ({'rrf_k': -3}, 'search.rrf_k must be a number from 0 up, got -3'), ({'rrf_k': 'ten'}, "search.rrf_k must be a number, got 'ten'"),
+                     ({'fusion': 2}, 'search.fusion must be str, got 2')]:
+        p.write_text(json.dumps({'search': cfg}))
+        with pytest.raises(ConfigError, match=msg): load_config(p, env=False)
+    p.write_text(json.dumps({'search': {'fusion': 'rrf', 'rrf_k': 20}}))
+    opts = search_options(load_config(p, env=False))
+    assert (opts['fusion'], opts['rrf_k']) == ('rrf', 20)
+
+def test_config_fusion_reaches_the_search(store):
+    opts = search_options(deep_merge(DEFAULT_CONFIG, {'search': {'fusion': 'rrf', 'rrf_k': 0}}))
+    e = HashEmbedder(64)
+    got = store.search('water tomatoes', embedder=e, **opts)
+    want = store.search('water tomatoes', embedder=e, fusion='rrf', rrf_k=0)
+    assert [(h.chunk_id, h.hybrid) for h in got] == [(h.chunk_id, h.hybrid) for h in want]
+    assert {h.hybrid for h in got} != {h.hybrid for h in store.search('water tomatoes', embedder=e)}
