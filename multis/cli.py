@@ -155,7 +155,7 @@ def eval_(path:str,          # a BEIR-format folder (corpus.jsonl, queries.jsonl
     if semantic and embedder is None: raise MultisError("--semantic needs embeddings.provider in config.json")
     res = evaluate_beir(path, split, ks=(k, 100) if k < 100 else (k,), progress=not json_out, embedder=embedder, db=db,
                         candidate_factor=cfg['candidate_factor'], bm25_weights=tuple(cfg['bm25_weights']),
-                        fusion=cfg['fusion'], rrf_k=cfg['rrf_k'],
+                        **{k: cfg[k] for k in ('fusion', 'rrf_k', 'prf_docs', 'prf_terms', 'prf_weight')},
                         **({'vector_weight': vector_weight(full)} if embedder else {}))
     if json_out: print(json.dumps(res)); return 0
     for name,v in res.items(): print(f"{name:>12}  {v if name == 'queries' else f'{v:.4f}'}")

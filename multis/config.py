@@ -31,7 +31,7 @@ DEFAULT_CONFIG = {
                'log_retention_days': 30, 'retention_days': 90, 'admin_retention_days': 365, 'index_raw': False,
                'capture_interval_minutes': 15},
     'search': {'activation_weight': 2.0, 'decay': 0.5, 'candidate_factor': 3, 'bm25_weights': [3.0, 1.0, 0.5],
-               'fusion': 'linear', 'rrf_k': 60},
+               'fusion': 'linear', 'rrf_k': 60, 'prf_docs': 0, 'prf_terms': 10, 'prf_weight': 0.1},
     'indexing': {'max_file_mb': 10, 'max_pages': 2000, 'max_text_mb': 20, 'max_chunks_per_file': 10000,
                  'max_parse_memory_mb': 1024, 'parse_timeout': 120, 'max_unzipped_mb': 100, 'max_zip_entries': 10000,
                  'max_zip_ratio': 100, 'ocr_languages': 'eng', 'ocr_page_timeout': 60, 'max_ocr_pages': 200,
@@ -332,9 +332,13 @@ FUSIONS = ('linear', 'rrf')   # search.fusion values
 
 def _search_errors(user:dict)->list:
     "What is wrong with the `search` settings' values (their types are checked by `_type_errors`)"
-    f, k, errs = cfg_get(user, 'search.fusion'), cfg_get(user, 'search.rrf_k'), []
+    s = user.get('search') if isinstance(user.get('search'), dict) else {}
+    f, k, errs = s.get('fusion'), s.get('rrf_k'), []
     if f is not None and f not in FUSIONS: errs.append(f"search.fusion must be {' or '.join(map(repr, FUSIONS))}, got {f!r}")
     if isinstance(k, (int, float)) and not 0 <= k < float('inf'): errs.append(f"search.rrf_k must be a number from 0 up, got {k!r}")
+    for key, lo in (('prf_docs', 0), ('prf_terms', 1)):
+        if key in s and not (isinstance(s[key], int) and lo <= s[key] <= 100): errs.append(f"search.{key} must be a whole number from {lo} to 100, got {s[key]!r}")
+    if isinstance(w := s.get('prf_weight'), (int, float)) and not 0 <= w <= 1: errs.append(f"search.prf_weight must be from 0 to 1, got {w!r}")
     return errs
 
 # %% ../nbs/01_config.ipynb 69

@@ -225,7 +225,7 @@ def test_ask_without_model(env, tmp_path):
 @pytest.mark.parametrize('path,body,field', [
     ('/search', {}, 'query'), ('/search', {'query': 'x', 'limit': 0}, 'limit'),
     ('/search', {'query': 'x', 'limit': 'ten'}, 'limit'), ('/search', {'query': 'x', 'bm25_weights': [1]}, 'bm25_weights'),
-    ('/search', {'query': 'x', 'fusion': 'borda'}, 'fusion'), ('/search', {'query': 'x', 'rrf_k': -1}, 'rrf_k'),
+    ('/search', {'query': 'x', 'fusion': 'borda'}, 'fusion'), ('/search', {'query': 'x', 'rrf_k': -1}, 'rrf_k'), ('/search', {'query': 'x', 'prf_docs': -1}, 'prf_docs'),
     ('/search', {'query': 'x', 'surprise': 1}, 'surprise'), ('/index/path', {'path': 'a.md', 'scope': 'everyone'}, 'scope'),
     ('/facts', {'chat_id': '7', 'topic': 'colour', 'value': 'x', 'rank': 0}, 'rank'), ('/ask', {'question': ''}, 'question')])
 def test_bad_bodies(env, path, body, field):

@@ -53,7 +53,7 @@ def ask(question:str,             # the user's question
         recent:list|None=None,    # the conversation so far, [{'role', 'content', 'untrusted', 'speaker'}...]
         limit:int=5,              # passages to retrieve
         max_chars:int=24_000,     # prompt size cap, in characters
-        search_opts:dict|None=None, # activation_weight, decay, candidate_factor, bm25_weights, fusion, rrf_k
+        search_opts:dict|None=None, # activation_weight, decay, candidate_factor, bm25_weights, fusion, rrf_k, prf_*
         record:bool=True,         # record used passages as accesses
         now:float|None=None,      # seconds since the epoch
         why_no_model:str='',      # what to say when `provider` is None (default: how to configure one)
@@ -95,7 +95,7 @@ def search_options(cfg:dict)->dict:
     "The search settings of a config, as `Store.search` keywords"
     s = cfg['search']
     return dict(activation_weight=s['activation_weight'], decay=s['decay'], candidate_factor=s['candidate_factor'],
-                bm25_weights=tuple(s['bm25_weights']), fusion=s['fusion'], rrf_k=s['rrf_k'])
+                bm25_weights=tuple(s['bm25_weights']), **{k: s[k] for k in ('fusion', 'rrf_k', 'prf_docs', 'prf_terms', 'prf_weight')})
 
 # %% ../../nbs/32_answer.ask.ipynb 30
 def ask_config(question:str, store:Store, cfg:dict, scopes:list|None=None, memory:str='', recent:list|None=None,

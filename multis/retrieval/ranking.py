@@ -55,6 +55,9 @@ DEFAULTS = dict(activation_weight=2.0,        # w in bm25 + w * activation
                 vector_weight=0.7,            # hybrid: weight * vector + (1 - weight) * bm25, both normalised
                 fusion='linear',              # hybrid: 'linear' blends normalised scores, 'rrf' reciprocal ranks
                 rrf_k=60,                     # the k of reciprocal rank fusion
+                prf_docs=0,                   # pseudo-relevance feedback from this many top BM25 rows (0: off)
+                prf_terms=10,                 # words feedback adds to the query
+                prf_weight=0.1,               # the expansion's BM25 share, scaled to the query's best
                )
 
 def blend(bm25:float,        # positive BM25 score (higher is better)

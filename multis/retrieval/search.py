@@ -4,10 +4,10 @@
 
 # %% auto 0
 __all__ = ['STOPWORDS', 'MAX_TERMS', 'FTS_TOKENIZE', 'log', 'query_terms', 'fts_query', 'check_scopes', 'fts_tokens',
-           'RankedSearch', 'SqliteSearch', 'check_fusion']
+           'RankedSearch', 'SqliteSearch', 'check_prf', 'check_fusion']
 
 # %% ../../nbs/22_retrieval.search.ipynb 2
-import re, sqlite3, threading, time
+import math, re, sqlite3, threading, time
 from fastcore.basics import patch
 import logging
 from ..config import FUSIONS
@@ -160,19 +160,75 @@ def candidates(self:RankedSearch, query:str,  # the user's text
                decay:float=DEFAULTS['decay'], # ACT-R d
                now:float|None=None,     # seconds since the epoch (for activation)
                prune:bool=True,         # leave out terms in at least half the rows (their idf is ~0)
+               prf_docs:int=DEFAULTS['prf_docs'], # pseudo-relevance feedback from this many top rows (0: off)
+               prf_terms:int=DEFAULTS['prf_terms'], # words it adds
+               prf_weight:float=DEFAULTS['prf_weight'], # their BM25's share, scaled to the query's best
               )->list:                  # `Hit`s in BM25 order, activation filled, not yet scored
     "BM25 candidates inside the scopes, with their activations"
-    scopes, terms = check_scopes(scopes), query_terms(query)
+    scopes, terms, _ = check_scopes(scopes), query_terms(query), check_prf(prf_docs, prf_terms, prf_weight)
     if limit < 1: raise MultisError(f"limit must be at least 1, got {limit}")
     if not terms: return []
     n, prune = max(limit, int(limit*candidate_factor)), prune and not self.in_transaction
     kept = self.informative_terms(terms) if prune else terms
     rows = self._bm25_top(kept, n, scopes, bm25_weights)
     if len(rows) < n and len(kept) < len(terms): rows = self._bm25_top(terms, n, scopes, bm25_weights)
-    acts = self.activations([r['chunk_id'] for r in rows], now=now, decay=decay)
-    return [Hit(self._chunk(r), bm25=r['bm25'], activation=acts.get(r['chunk_id'], 0.0)) for r in rows]
+    scored = self._with_feedback(rows, kept, n, scopes, bm25_weights, prf_docs, prf_terms, prf_weight)
+    acts = self.activations([r['chunk_id'] for r, _ in scored], now=now, decay=decay)
+    return [Hit(self._chunk(r), bm25=b, activation=acts.get(r['chunk_id'], 0.0)) for r, b in scored]
+
+# %% ../../nbs/22_retrieval.search.ipynb 30
+def check_prf(docs:int, terms:int, weight:float)->int:
+    "`docs` if the feedback settings are whole numbers from 0 (docs) and 1 (terms) to 100, and a weight from 0 to 1"
+    whole = lambda v, lo: isinstance(v, int) and not isinstance(v, bool) and lo <= v <= 100
+    if not whole(docs, 0): raise MultisError(f"prf_docs must be a whole number from 0 (off) to 100, got {docs!r}")
+    if not whole(terms, 1): raise MultisError(f"prf_terms must be a whole number from 1 to 100, got {terms!r}")
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 1:
+        raise MultisError(f"prf_weight must be a number from 0 to 1, got {weight!r}")
+    return docs
+
+def _word_counts(text:str)->dict:
+    "Counts of the words feedback may add: 3+ letters, case-folded, no stopwords"
+    words = [w.casefold() for w in _WORD.findall(text or '') if len(w) > 2 and not w.isdigit()]
+    counts = {}
+    for w in words:
+        if w not in STOPWORDS: counts[w] = counts.get(w, 0) + 1
+    return counts
+
+# %% ../../nbs/22_retrieval.search.ipynb 31
+@patch
+def expansion_terms(self:RankedSearch, rows:list, # the query's BM25 rows, best first (`name`, `content`, `bm25`)
+                    terms:list, docs:int, m:int)->list: # the query's terms; rows and words to use
+    "The `m` words that best describe the top `docs` rows: RM1 weight times idf, none sharing a token with `terms`"
+    fb = rows[:docs]; total = sum(r['bm25'] for r in fb)
+    if not fb or total <= 0: return []
+    weight = {}
+    for r in fb:
+        counts = _word_counts(f"{r['name']} {r['content']}"); size = sum(counts.values()) or 1
+        for w, c in counts.items(): weight[w] = weight.get(w, 0.0) + r['bm25'] / total * c / size
+    own = {t for ts in fts_tokens(terms).values() for t in ts}
+    tok = {w: t[0] for w, t in fts_tokens(list(weight)).items() if len(t) == 1 and t[0] not in own}
+    n, df = self.doc_freqs(list(set(tok.values())))
+    score = {w: weight[w] * math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for w, t in tok.items() if df[t]}
+    best = {}
+    for w in sorted(score, key=lambda w: (-score[w], w)): best.setdefault(tok[w], w)
+    return list(best.values())[:m]
 
 # %% ../../nbs/22_retrieval.search.ipynb 32
+@patch
+def _with_feedback(self:RankedSearch, rows:list, terms:list, n:int, scopes:list|None, bm25_weights,
+                   docs:int, m:int, weight:float)->list:
+    "(row, bm25) of the candidates: the query's run, joined with its expansion's when `docs` (see above)"
+    exp = self.expansion_terms(rows, terms, docs, m) if docs and weight else []
+    if not exp: return [(r, r['bm25']) for r in rows]
+    more, have = self._bm25_top(exp, n, scopes, bm25_weights), {r['chunk_id'] for r in rows}
+    pairs = [(r, r['bm25']) for r in rows] + self._rows_with_bm25([r['chunk_id'] for r in more if r['chunk_id'] not in have],
+                                                                  scopes, terms, bm25_weights)
+    eb = {r['chunk_id']: r['bm25'] for r in more}
+    eb.update((r['chunk_id'], b) for r, b in self._rows_with_bm25([c for c in have if c not in eb], scopes, exp, bm25_weights))
+    scale = max(b for _, b in pairs) / (max(eb.values()) or 1)
+    return sorted(((r, b + weight * scale * eb.get(r['chunk_id'], 0.0)) for r, b in pairs), key=lambda p: -p[1])[:n]
+
+# %% ../../nbs/22_retrieval.search.ipynb 38
 @patch
 def search(self:RankedSearch, query:str,     # the user's text (never FTS5 syntax)
            limit:int=10,               # hits to return
@@ -191,11 +247,14 @@ def search(self:RankedSearch, query:str,     # the user's text (never FTS5 synta
                                        # `vector_weight` when that is given
            fusion:str=DEFAULTS['fusion'], # hybrid: 'linear' (normalised scores) or 'rrf' (reciprocal ranks)
            rrf_k:float=DEFAULTS['rrf_k'], # the k of 'rrf': rank r counts (k + 1) / (k + r)
+           prf_docs:int=DEFAULTS['prf_docs'], # pseudo-relevance feedback from this many top rows (0: off)
+           prf_terms:int=DEFAULTS['prf_terms'], # words feedback adds
+           prf_weight:float=DEFAULTS['prf_weight'], # their BM25's share
           )->list:                     # ranked `Hit`s with score parts
     "Search chunks inside `scopes`: BM25 (and vector) candidates re-ranked with ACT-R activation"
     now, _ = time.time() if now is None else now, check_fusion(fusion, rrf_k)
     embedder = self.embedder if embedder is None else embedder
-    cands = self.candidates(query, limit, scopes, candidate_factor, bm25_weights, decay, now, prune)
+    cands = self.candidates(query, limit, scopes, candidate_factor, bm25_weights, decay, now, prune, prf_docs, prf_terms, prf_weight)
     if embedder and _WORD.search(query or ''):
         w = self.vector_weight if vector_weight is None else vector_weight
         mw = memory_vector_weight if memory_vector_weight is not None else (
@@ -207,7 +266,7 @@ def search(self:RankedSearch, query:str,     # the user's text (never FTS5 synta
     if record and hits: self.record_access([h.chunk_id for h in hits], query, now=now, decay=decay)
     return hits
 
-# %% ../../nbs/22_retrieval.search.ipynb 38
+# %% ../../nbs/22_retrieval.search.ipynb 44
 log = logging.getLogger(__name__)
 
 @patch
@@ -223,7 +282,7 @@ def _rows_with_bm25(self:SqliteSearch, chunk_ids:list, scopes:list|None, terms:l
                         f"AND +rowid IN ({','.join('?'*len(ids))})", (*bm25_weights, fts_query(terms), *ids)).fetchall())
     return [(r, bm.get(r['id'], 0.0)) for r in rows]
 
-# %% ../../nbs/22_retrieval.search.ipynb 39
+# %% ../../nbs/22_retrieval.search.ipynb 45
 def _minmax(xs:list)->list:
     lo, hi = min(xs), max(xs)
     return [(x - lo) / (hi - lo) if hi > lo else 1.0 for x in xs]
@@ -236,7 +295,7 @@ def _linear_parts(hits:list, k=None)->tuple:
     vn = dict(zip(vec, _minmax([hits[i].vector for i in vec]))) if vec else {}
     return bn, [vn.get(i, b) for i, b in enumerate(bn)]
 
-# %% ../../nbs/22_retrieval.search.ipynb 40
+# %% ../../nbs/22_retrieval.search.ipynb 46
 def check_fusion(fusion:str, rrf_k:float)->str:
     "`fusion` if it is a known name and `rrf_k` a number of 0 or more; else one clear error"
     if fusion not in FUSIONS: raise MultisError(f"unknown fusion {fusion!r}: use {' or '.join(FUSIONS)}")
@@ -255,7 +314,7 @@ def _rrf_parts(hits:list, k:float)->tuple:
     vr = dict(zip(vec, rr([hits[i].vector for i in vec])))
     return bn, [vr.get(i, b) for i, b in enumerate(bn)]
 
-# %% ../../nbs/22_retrieval.search.ipynb 41
+# %% ../../nbs/22_retrieval.search.ipynb 47
 def _blend_hybrid(hits:list, weight:float,    # vector share for document chunks
                   memory_weight:float|None=None, # vector share for chat memory (None: `weight`)
                   fusion:str='linear',        # 'linear' (normalised scores) or 'rrf' (reciprocal ranks)
@@ -270,7 +329,7 @@ def _blend_hybrid(hits:list, weight:float,    # vector share for document chunks
         h.hybrid, h.scale = w * v + (1 - w) * b, top if top > 0 else 1.0
     return hits
 
-# %% ../../nbs/22_retrieval.search.ipynb 42
+# %% ../../nbs/22_retrieval.search.ipynb 48
 @patch
 def hybrid_candidates(self:RankedSearch, query:str, # the user's text
                       keyword:list,          # the BM25 candidates (`Store.candidates`)

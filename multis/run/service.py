@@ -75,6 +75,9 @@ class SearchRequest(BaseModel):
     bm25_weights:Optional[list[Annotated[float, Field(ge=0, le=100)]]] = Field(None, min_length=3, max_length=3, description='name, content, section_path (each 0 to 100)')
     fusion:Optional[Literal['linear', 'rrf']] = Field(None, description='hybrid search: blend normalised scores or reciprocal ranks')
     rrf_k:Optional[float] = Field(None, ge=0, le=1000, description='the k of reciprocal rank fusion')
+    prf_docs:Optional[int] = Field(None, ge=0, le=100, description='pseudo-relevance feedback from this many top rows (0: off)')
+    prf_terms:Optional[int] = Field(None, ge=1, le=100, description='words feedback adds')
+    prf_weight:Optional[float] = Field(None, ge=0, le=1, description="the feedback words' BM25 share")
     record:bool = Field(False, description='record the hits as accesses')
 
 # %% ../../nbs/82_run.service.ipynb 11
@@ -194,7 +197,7 @@ def search_options(app, r:SearchRequest)->dict:
     pick = lambda v, k: v if v is not None else s[k]
     return dict(activation_weight=pick(r.activation_weight, 'activation_weight'), decay=pick(r.decay, 'decay'),
                 candidate_factor=pick(r.candidate_factor, 'candidate_factor'), bm25_weights=tuple(pick(r.bm25_weights, 'bm25_weights')),
-                fusion=pick(r.fusion, 'fusion'), rrf_k=pick(r.rrf_k, 'rrf_k'))
+                **{k: pick(getattr(r, k), k) for k in ('fusion', 'rrf_k', 'prf_docs', 'prf_terms', 'prf_weight')})
 
 # %% ../../nbs/82_run.service.ipynb 30
 def _search_routes(app:FastAPI):

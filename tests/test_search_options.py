@@ -1,4 +1,4 @@
-"Hybrid search's fusion of its two channels: the linear blend and reciprocal rank fusion, their settings and bad values"
+"Search options beyond the defaults: hybrid fusion (linear blend or reciprocal rank fusion) and pseudo-relevance feedback; their settings and bad values"
 import json
 import pytest
 from multis.config import ConfigError, DEFAULT_CONFIG, FUSIONS, deep_merge, load_config
@@ -82,3 +82,55 @@ def test_config_fusion_reaches_the_search(store):
     want = store.search('water tomatoes', embedder=e, fusion='rrf', rrf_k=0)
     assert [(h.chunk_id, h.hybrid) for h in got] == [(h.chunk_id, h.hybrid) for h in want]
     assert {h.hybrid for h in got} != {h.hybrid for h in store.search('water tomatoes', embedder=e)}
+
+# ---- pseudo-relevance feedback
+
+@pytest.fixture
+def hearts():
+    with Store(':memory:') as st:
+        st.save([DocChunk('/n/h.md', f'Heart {i}', 'the heart is a cardiac muscle that pumps blood', scope='kb') for i in range(3)]
+                + [DocChunk('/n/c.md', 'Cardiac', 'blood pumps through cardiac muscle cells', scope='kb'),
+                   DocChunk('/n/p.md', 'Private', 'blood pumps through cardiac muscle cells', scope='user:9')]
+                + [DocChunk(f'/n/o{i}.md', f'Other {i}', t, scope='kb') for i, t in
+                   enumerate(['bread dough rises', 'paint the fence', 'file the taxes', 'tune the piano', 'walk the dog', 'oil the bike'])])
+        yield st
+
+def test_feedback_finds_what_the_query_words_miss(hearts):
+    plain = [h.name for h in hearts.search('heart', scopes=['kb'])]
+    fb = [h.name for h in hearts.search('heart', scopes=['kb'], prf_docs=3, prf_terms=3, prf_weight=0.5)]
+    assert 'Cardiac' not in plain and fb[:3] == plain and fb[3] == 'Cardiac'
+    assert 'Private' not in [h.name for h in hearts.search('heart', scopes=['kb', 'user:1'], prf_docs=3, prf_weight=1.0)]
+    assert 'Private' in [h.name for h in hearts.search('heart', scopes=['kb', 'user:9'], prf_docs=3, prf_weight=1.0)]
+
+def test_feedback_off_changes_nothing(hearts):
+    base = [(h.chunk_id, h.bm25) for h in hearts.search('heart blood')]
+    for off in (dict(prf_docs=0, prf_weight=1.0), dict(prf_docs=5, prf_weight=0.0)):
+        assert [(h.chunk_id, h.bm25) for h in hearts.search('heart blood', **off)] == base
+    assert hearts.search('zzz', prf_docs=5) == [] and hearts.search('?!', prf_docs=5) == []
+
+def test_feedback_words(hearts):
+    rows = hearts._bm25_top(['heart'], 10, None, DEFAULTS['bm25_weights'])
+    words = hearts.expansion_terms(rows, ['heart'], 3, 10)
+    assert words and 'heart' not in words and 'hearts' not in words and 'the' not in words and 'is' not in words
+    assert hearts.expansion_terms(rows, ['pumping', 'heart'], 3, 10) == [w for w in words if w != 'pumps']  # same stem: not added
+    assert len(hearts.expansion_terms(rows, ['heart'], 3, 2)) == 2
+
+def test_feedback_with_hybrid(hearts):
+    assert embed_pending(hearts, HashEmbedder(64)) == 11
+    hs = hearts.search('heart', embedder=HashEmbedder(64), prf_docs=3, prf_weight=0.5, fusion='rrf', limit=20)
+    assert 'Cardiac' in [h.name for h in hs] and all(h.hybrid is not None for h in hs)
+
+@pytest.mark.parametrize('bad,msg', [(dict(prf_docs=-1), 'prf_docs must be a whole number from 0 .off. to 100, got -1'),
+                                     (dict(prf_docs=101), 'got 101'), (dict(prf_docs=True), 'got True'), (dict(prf_terms=0), 'prf_terms must be'),
+                                     (dict(prf_weight=-0.1), 'prf_weight must be a number from 0 to 1'), (dict(prf_weight='x'), "got 'x'")])
+def test_bad_feedback_refused(hearts, bad, msg):
+    with pytest.raises(MultisError, match=msg): hearts.search('heart', **bad)
+
+def test_config_feedback(tmp_path):
+    p = tmp_path/'config.json'
+    assert {k: load_config(p, env=False)['search'][k] for k in ('prf_docs', 'prf_terms', 'prf_weight')} == {
+        k: DEFAULTS[k] for k in ('prf_docs', 'prf_terms', 'prf_weight')} and DEFAULTS['prf_docs'] == 0
+    p.write_text(json.dumps({'search': {'prf_docs': -2}}))
+    with pytest.raises(ConfigError, match='search.prf_docs must be a whole number from 0 to 100, got -2'): load_config(p, env=False)
+    p.write_text(json.dumps({'search': {'prf_docs': 5, 'prf_weight': 0.3}}))
+    assert {k: v for k, v in search_options(load_config(p, env=False)).items() if k.startswith('prf')} == dict(prf_docs=5, prf_terms=10, prf_weight=0.3)
