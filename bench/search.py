@@ -14,9 +14,10 @@ from _common import CACHE, GEN_VERSION, USERS, machine, questions, summary, synt
 import numpy as np
 from multis.retrieval.store import Store, SCHEMA_VERSION
 from multis.retrieval.search import query_terms, fts_query
+from multis.retrieval.ranking import DEFAULTS
 
 NOW = 1_800_000_000.0   # the benchmark's "now": accesses lie in the 30 days before it
-LIMIT, FACTOR, WEIGHTS = 10, 3, (1.0, 1.0, 0.5)
+LIMIT, FACTOR, WEIGHTS = 10, 3, DEFAULTS['bm25_weights']   # the bare query weighs the columns as multis does
 USER = USERS[1]
 BARE = """SELECT chunks_fts.rowid, bm25(chunks_fts, ?, ?, ?) AS s FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid
 WHERE chunks_fts MATCH ? AND c.scope IN (?, ?) ORDER BY s LIMIT ?"""

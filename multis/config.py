@@ -328,7 +328,7 @@ def _read_json(path:Path)->dict:
     return data
 
 # %% ../nbs/01_config.ipynb 67
-FUSIONS = ('linear', 'rrf')   # search.fusion values
+FUSIONS = ('linear', 'zscore', 'rrf')   # search.fusion values
 
 def _search_errors(user:dict)->list:
     "What is wrong with the `search` settings' values (their types are checked by `_type_errors`)"

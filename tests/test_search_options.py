@@ -23,6 +23,17 @@ def test_rrf_sees_ranks_not_scores():
     assert [h.hybrid for h in a] == [h.hybrid for h in b]
     assert all(0 <= h.hybrid <= 1 for h in a) and max(h.hybrid for h in a) < 1   # no hit first in both channels
 
+def test_zscore_ignores_shifts_and_scales():
+    "z-scores put both channels on one footing: shifting or stretching a channel's scores changes nothing"
+    a = _blend_hybrid(hits([3.0, 2.0, 1.0, 0.5], [0.1, 0.5, 0.9, 0.3]), 0.5, fusion='zscore')
+    b = _blend_hybrid(hits([13.0, 12.0, 11.0, 10.5], [0.2, 1.0, 1.8, 0.6]), 0.5, fusion='zscore')
+    assert [h.hybrid for h in a] == pytest.approx([h.hybrid for h in b])
+    assert max(h.hybrid for h in a) == 1.0 and min(h.hybrid for h in a) == 0.0
+    assert [h.hybrid for h in _blend_hybrid(hits([13.0, 12.0, 11.0, 10.5], [0.1, 0.5, 0.9, 0.3]), 0.5)] != pytest.approx(
+        [h.hybrid for h in _blend_hybrid(hits([3.0, 2.0, 1.0, 0.5], [0.1, 0.5, 0.9, 0.3]), 0.5)])   # the linear blend moves
+    one = _blend_hybrid(hits([2.0], [0.5]), 0.7, fusion='zscore')
+    assert one[0].hybrid == 1.0 and one[0].scale == 2.0
+
 def test_rrf_weight_and_k():
     "w = 0 is BM25's order, 1 the vectors'; a larger k narrows the gap between ranks; no keyword match counts 0"
     hs = lambda: hits([5.0, 4.0, 3.0, 0.0], [0.2, 0.4, 0.6, 0.8])
@@ -49,7 +60,7 @@ def test_rrf_search_with_an_embedder(store):
     kw = [h.chunk_id for h in store.search('water tomatoes', embedder=False) ]
     assert [h.chunk_id for h in store.search('water tomatoes', embedder=e, fusion='rrf', vector_weight=0.0)][:len(kw)] == kw
 
-@pytest.mark.parametrize('bad,msg', [(dict(fusion='borda'), "unknown fusion 'borda': use linear or rrf"),
+@pytest.mark.parametrize('bad,msg', [(dict(fusion='borda'), "unknown fusion 'borda': use linear or zscore or rrf"),
                                      (dict(fusion=None), 'unknown fusion None'), (dict(rrf_k=-1), 'rrf_k must be a number from 0 up, got -1'),
                                      (dict(rrf_k='60'), "got '60'"), (dict(rrf_k=True), 'got True'), (dict(rrf_k=float('inf')), 'got inf')])
 @pytest.mark.parametrize('embedder', [False, HashEmbedder(64)], ids=['keyword', 'hybrid'])
@@ -64,9 +75,9 @@ def test_hybrid_candidates_checks_too(store):
 
 def test_config_fusion(tmp_path):
     p = tmp_path/'config.json'
-    assert load_config(p, env=False)['search']['fusion'] == 'linear' == DEFAULTS['fusion'] and FUSIONS == ('linear', 'rrf')
+    assert load_config(p, env=False)['search']['fusion'] == 'linear' == DEFAULTS['fusion'] and FUSIONS == ('linear', 'zscore', 'rrf')
     assert load_config(p, env=False)['search']['rrf_k'] == DEFAULTS['rrf_k'] == 60
-    for cfg, msg in [({'fusion': 'borda'}, "search.fusion must be 'linear' or 'rrf', got 'borda'"),
+    for cfg, msg in [({'fusion': 'borda'}, "search.fusion must be 'linear' or 'zscore' or 'rrf', got 'borda'"),
                      ({'rrf_k': -3}, 'search.rrf_k must be a number from 0 up, got -3'), ({'rrf_k': 'ten'}, "search.rrf_k must be a number, got 'ten'"),
                      ({'fusion': 2}, 'search.fusion must be str, got 2')]:
         p.write_text(json.dumps({'search': cfg}))

@@ -287,12 +287,16 @@ def _minmax(xs:list)->list:
     lo, hi = min(xs), max(xs)
     return [(x - lo) / (hi - lo) if hi > lo else 1.0 for x in xs]
 
-def _linear_parts(hits:list, k=None)->tuple:
-    "Each hit's (bm25 / best bm25, min-max normalised cosine); a hit without a vector gets its BM25 part for both"
+def _zscores(xs:list)->list:
+    m = sum(xs) / len(xs); sd = (sum((x - m) ** 2 for x in xs) / len(xs)) ** 0.5
+    return [(x - m) / sd if sd > 0 else 0.0 for x in xs]
+
+def _linear_parts(hits:list, k=None, norm=_minmax)->tuple:
+    "Each hit's (bm25 / best bm25, min-max normalised cosine), or both as z-scores; no vector: its BM25 part for both"
     top = max(h.bm25 for h in hits)
-    bn = [h.bm25 / top if top > 0 else 0.0 for h in hits]
+    bn = [h.bm25 / top if top > 0 else 0.0 for h in hits] if norm is _minmax else norm([h.bm25 for h in hits])
     vec = [i for i, h in enumerate(hits) if h.vector is not None]
-    vn = dict(zip(vec, _minmax([hits[i].vector for i in vec]))) if vec else {}
+    vn = dict(zip(vec, norm([hits[i].vector for i in vec]))) if vec else {}
     return bn, [vn.get(i, b) for i, b in enumerate(bn)]
 
 # %% ../../nbs/22_retrieval.search.ipynb 46
@@ -317,16 +321,17 @@ def _rrf_parts(hits:list, k:float)->tuple:
 # %% ../../nbs/22_retrieval.search.ipynb 47
 def _blend_hybrid(hits:list, weight:float,    # vector share for document chunks
                   memory_weight:float|None=None, # vector share for chat memory (None: `weight`)
-                  fusion:str='linear',        # 'linear' (normalised scores) or 'rrf' (reciprocal ranks)
+                  fusion:str='linear',        # 'linear' or 'zscore' (normalised scores), 'rrf' (reciprocal ranks)
                   rrf_k:float=DEFAULTS['rrf_k'], # the k of 'rrf'
                  )->list:
     "Fill `hybrid` and `scale` of hits whose `bm25` and `vector` (None: no vector yet) are set"
     if not hits: return hits
     memory_weight, top = weight if memory_weight is None else memory_weight, max(h.bm25 for h in hits)
-    bn, vn = (_rrf_parts if check_fusion(fusion, rrf_k) == 'rrf' else _linear_parts)(hits, rrf_k)
-    for h, b, v in zip(hits, bn, vn):
-        w = memory_weight if h.document_type == 'conversation' else weight
-        h.hybrid, h.scale = w * v + (1 - w) * b, top if top > 0 else 1.0
+    fusion = check_fusion(fusion, rrf_k)
+    bn, vn = _rrf_parts(hits, rrf_k) if fusion == 'rrf' else _linear_parts(hits, norm=_zscores if fusion == 'zscore' else _minmax)
+    ws = [memory_weight if h.document_type == 'conversation' else weight for h in hits]
+    mix = [w * v + (1 - w) * b for w, b, v in zip(ws, bn, vn)]
+    for h, x in zip(hits, _minmax(mix) if fusion == 'zscore' else mix): h.hybrid, h.scale = x, top if top > 0 else 1.0
     return hits
 
 # %% ../../nbs/22_retrieval.search.ipynb 48

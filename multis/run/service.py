@@ -73,7 +73,7 @@ class SearchRequest(BaseModel):
     decay:Optional[float] = Field(None, gt=0, le=2, description='ACT-R d')
     candidate_factor:Optional[int] = Field(None, ge=1, le=20)
     bm25_weights:Optional[list[Annotated[float, Field(ge=0, le=100)]]] = Field(None, min_length=3, max_length=3, description='name, content, section_path (each 0 to 100)')
-    fusion:Optional[Literal['linear', 'rrf']] = Field(None, description='hybrid search: blend normalised scores or reciprocal ranks')
+    fusion:Optional[Literal['linear', 'zscore', 'rrf']] = Field(None, description='hybrid search: blend normalised scores (min-max or z-scores) or reciprocal ranks')
     rrf_k:Optional[float] = Field(None, ge=0, le=1000, description='the k of reciprocal rank fusion')
     prf_docs:Optional[int] = Field(None, ge=0, le=100, description='pseudo-relevance feedback from this many top rows (0: off)')
     prf_terms:Optional[int] = Field(None, ge=1, le=100, description='words feedback adds')
