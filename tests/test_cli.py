@@ -97,7 +97,7 @@ def test_eval_scifact(scifact, tmp_path):
     r = multis('eval', str(scifact), '--split', 'test', '--json', home=tmp_path/'home', check=0)
     res = json.loads(r.stdout)
     assert res['queries'] == 300
-    assert res['ndcg@10'] >= 0.68
+    assert res['ndcg@10'] >= 0.69    # 0.6916 with the tuned name weight (0.6865 before)
 
 def test_malformed_config_is_named_with_its_line(tmp_path):
     home = tmp_path/'home'; home.mkdir()

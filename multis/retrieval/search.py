@@ -291,6 +291,7 @@ def _zscores(xs:list)->list:
     m = sum(xs) / len(xs); sd = (sum((x - m) ** 2 for x in xs) / len(xs)) ** 0.5
     return [(x - m) / sd if sd > 0 else 0.0 for x in xs]
 
+# %% ../../nbs/22_retrieval.search.ipynb 46
 def _linear_parts(hits:list, k=None, norm=_minmax)->tuple:
     "Each hit's (bm25 / best bm25, min-max normalised cosine), or both as z-scores; no vector: its BM25 part for both"
     top = max(h.bm25 for h in hits)
@@ -299,7 +300,7 @@ def _linear_parts(hits:list, k=None, norm=_minmax)->tuple:
     vn = dict(zip(vec, norm([hits[i].vector for i in vec]))) if vec else {}
     return bn, [vn.get(i, b) for i, b in enumerate(bn)]
 
-# %% ../../nbs/22_retrieval.search.ipynb 46
+# %% ../../nbs/22_retrieval.search.ipynb 47
 def check_fusion(fusion:str, rrf_k:float)->str:
     "`fusion` if it is a known name and `rrf_k` a number of 0 or more; else one clear error"
     if fusion not in FUSIONS: raise MultisError(f"unknown fusion {fusion!r}: use {' or '.join(FUSIONS)}")
@@ -318,7 +319,7 @@ def _rrf_parts(hits:list, k:float)->tuple:
     vr = dict(zip(vec, rr([hits[i].vector for i in vec])))
     return bn, [vr.get(i, b) for i, b in enumerate(bn)]
 
-# %% ../../nbs/22_retrieval.search.ipynb 47
+# %% ../../nbs/22_retrieval.search.ipynb 48
 def _blend_hybrid(hits:list, weight:float,    # vector share for document chunks
                   memory_weight:float|None=None, # vector share for chat memory (None: `weight`)
                   fusion:str='linear',        # 'linear' or 'zscore' (normalised scores), 'rrf' (reciprocal ranks)
@@ -334,7 +335,7 @@ def _blend_hybrid(hits:list, weight:float,    # vector share for document chunks
     for h, x in zip(hits, _minmax(mix) if fusion == 'zscore' else mix): h.hybrid, h.scale = x, top if top > 0 else 1.0
     return hits
 
-# %% ../../nbs/22_retrieval.search.ipynb 48
+# %% ../../nbs/22_retrieval.search.ipynb 49
 @patch
 def hybrid_candidates(self:RankedSearch, query:str, # the user's text
                       keyword:list,          # the BM25 candidates (`Store.candidates`)
