@@ -205,6 +205,7 @@ def garden(tmp_path):
 def test_load_marks_judged_documents_and_metrics_follow_the_sliders(garden):
     ex = garden
     assert [v for _, v in ex.judged.options] == [None, 'q1', 'q2']      # q3 has nothing relevant in train
+    ex.bm25_name.value = 1.0                                              # a light title (the default weighs it 3)
     ex.judged.value = 'q1'
     assert ex.table['rel'].tolist()[:2] == ['', '✓ 1'] and 'nDCG@10 0.631' in ex.metrics.value
     ex.bm25_name.value = 4.0
@@ -264,7 +265,7 @@ def test_reset_settings_json_and_bad_paths(garden):
     ex.judged.value = 'q1'
     ex.decay.value, ex.bm25_section.value, ex.candidate_factor.value = 0.8, 2.0, 5
     assert json.loads(ex.settings.value) == {'search': {'activation_weight': 2.0, 'decay': 0.8, 'candidate_factor': 5,
-                                                        'bm25_weights': [1.0, 1.0, 2.0]}}
+                                                        'bm25_weights': [3.0, 1.0, 2.0]}}
     n = ex.fetches
     ex.reset.click()
     assert ex.fetches == n + 1 and json.loads(ex.settings.value)['search']['decay'] == 0.5
