@@ -245,7 +245,7 @@ def search(self:RankedSearch, query:str,     # the user's text (never FTS5 synta
            vector_weight:float|None=None, # hybrid blend; None: the store's (`embeddings.weight`, 0.7)
            memory_vector_weight:float|None=None, # the same for chat memory; None: the store's (0.3), or
                                        # `vector_weight` when that is given
-           fusion:str=DEFAULTS['fusion'], # hybrid: 'linear' (normalised scores) or 'rrf' (reciprocal ranks)
+           fusion:str=DEFAULTS['fusion'], # hybrid: 'linear' or 'zscore' (normalised scores), 'rrf' (reciprocal ranks)
            rrf_k:float=DEFAULTS['rrf_k'], # the k of 'rrf': rank r counts (k + 1) / (k + r)
            prf_docs:int=DEFAULTS['prf_docs'], # pseudo-relevance feedback from this many top rows (0: off)
            prf_terms:int=DEFAULTS['prf_terms'], # words feedback adds
@@ -292,7 +292,7 @@ def _zscores(xs:list)->list:
     return [(x - m) / sd if sd > 0 else 0.0 for x in xs]
 
 # %% ../../nbs/22_retrieval.search.ipynb 46
-def _linear_parts(hits:list, k=None, norm=_minmax)->tuple:
+def _linear_parts(hits:list, norm=_minmax)->tuple:
     "Each hit's (bm25 / best bm25, min-max normalised cosine), or both as z-scores; no vector: its BM25 part for both"
     top = max(h.bm25 for h in hits)
     bn = [h.bm25 / top if top > 0 else 0.0 for h in hits] if norm is _minmax else norm([h.bm25 for h in hits])
