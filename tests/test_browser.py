@@ -127,12 +127,13 @@ def write_tiny_beir(d:Path)->Path:
     return d
 
 def judged_query(folder:Path)->tuple:
-    "(label in the picker, id) of the train query whose nDCG@10 changes most when the name weight goes 1 -> 2"
-    from multis.retrieval.ranking import load_beir, ndcg_at_k
+    "(label in the picker, id) of the train query whose nDCG@10 changes most when the name weight goes up by 1 from its default"
+    from multis.retrieval.ranking import DEFAULTS, load_beir, ndcg_at_k
     from multis.retrieval.evaluate import beir_store, search_fn
     corpus, queries, qrels = load_beir(folder, 'train')
     with beir_store(corpus) as st:
-        a, b = search_fn(st, bm25_weights=(1.0, 1.5, 0.5)), search_fn(st, bm25_weights=(2.0, 1.5, 0.5))  # the demo moved content to 1.5
+        n = DEFAULTS['bm25_weights'][0]
+        a, b = search_fn(st, bm25_weights=(n, 1.5, 0.5)), search_fn(st, bm25_weights=(n + 1, 1.5, 0.5))  # the demo moved content to 1.5
         change = {q: abs(ndcg_at_k(a(queries[q], 10), qrels[q]) - ndcg_at_k(b(queries[q], 10), qrels[q]))
                   for q in queries if any(g > 0 for g in qrels[q].values())}
         q = max(change, key=lambda q: (round(change[q], 6), -list(queries).index(q)))
@@ -167,13 +168,13 @@ def research(page, folder:Path, label:str, root:Path):
     page.wait_for_function('() => /nDCG@10/.test(document.querySelector(".multis-metrics").innerText)', timeout=30_000)
     assert '✓' in results_text(page)                                  # the judged-relevant hits are marked
     before = ndcg_shown(page)
-    move_slider(page, 'multis-bm25-name', presses=10)                # name weight 1 -> 2
+    move_slider(page, 'multis-bm25-name', presses=10)                # name weight +1 (3 -> 4 at the defaults)
     page.wait_for_function('b => (document.querySelector(".multis-metrics").innerText.match(/nDCG@10 [0-9.]+/) || [""])[0] !== b',
                            arg=before, timeout=30_000)
     assert ndcg_shown(page) != before
-    page.locator('.multis-pin').first.click()                         # A: name weight 2
+    page.locator('.multis-pin').first.click()                         # A: name weight 4
     page.wait_for_function('() => document.querySelector(".multis-pin").innerText.includes("unpin")', timeout=30_000)
-    move_slider(page, 'multis-bm25-name', presses=10, key='ArrowLeft')  # B: back to 1
+    move_slider(page, 'multis-bm25-name', presses=10, key='ArrowLeft')  # B: back to 3
     page.wait_for_function('() => /▲|▼/.test(document.querySelector(".multis-results").innerText)', timeout=30_000)
     metrics = page.locator('.multis-metrics').inner_text()
     assert 'A: nDCG@10' in metrics and 'B: nDCG@10' in metrics, metrics
