@@ -106,7 +106,7 @@ def chat_id(cv:Conv)->str: return f"locomo-{cv.idx}"
 class Variant:
     "One way of storing a turn"
     label:str
-    path:str='alt'         # 'today': log_message -> index_message; 'proposed': the same, listed as H; 'alt': alt_chunk only
+    path:str='alt'         # 'today': log_message -> index_message; 'alt': alt_chunk only
     date:bool=False        # the day in words in the name ('Caroline, 8 May 2023, 13:56')
     prev:int=0             # previous messages (of the last CONTEXT_GAP seconds) stored as context
     prev_col:str='content' # where that context goes: 'content' or 'section_path'
@@ -149,13 +149,13 @@ def index_turn(store:Store, mem:ChatMemory, cv:Conv, i:int, v:Variant)->tuple:
         n = log_message(mem, 'user', t.text, store, CFG, now=t.ts, speaker=t.speaker)
         after, cid = newest(store)
         assert after == rows + 1, f"{t.dia_id}: index_message overwrote an earlier chunk"
-        hv = Variant('H', **_H)
+        hv, jv = Variant('H', **_H), Variant('J', **_H, nxt=1)
         want, got = alt_chunk(mem, t, context(cv.turns, i, hv), hv), store.get(cid)
-        assert (cid, got.section_path) == (want.chunk_id, want.section_path), "alt_chunk H no longer rebuilds index_message's chunk"
+        assert (cid, got.section_path) == (want.chunk_id, want.section_path), "alt_chunk H no longer rebuilds index_message's new chunk"
+        if i:   # the message before, given this one as the next message of its breadcrumb
+            want, got = alt_chunk(mem, cv.turns[i-1], context(cv.turns, i-1, jv), jv), store.get(alt_chunk(mem, cv.turns[i-1], [], jv).chunk_id)
+            assert got.section_path == want.section_path, "alt_chunk J no longer rebuilds the chunk of the message before"
         return n, cid
-    if v.path == 'proposed':       # H as multis stores it now: the same log_message, counted apart for the table
-        n = log_message(mem, 'user', t.text, store, CFG, now=t.ts, speaker=t.speaker)
-        return n, newest(store)[1]
     c = alt_chunk(mem, t, context(cv.turns, i, v), v)   # the chat's files play no part in what gets indexed
     store.save([c])
     return 0, c.chunk_id
@@ -172,12 +172,12 @@ def feed(store:Store, home:Path, cv:Conv, v:Variant)->dict:
 
 # ---------------------------------------------------------------- asking and scoring
 
-def ask(store:Store, cv:Conv, ids:dict, weights=DEFAULTS['bm25_weights'], record:bool=False, **kw)->list:
-    "The dia_ids of each question's top 10, searched as a non-owner chat; no hit may come from another chat"
+def ask(store:Store, cv:Conv, ids:dict, weights=DEFAULTS['bm25_weights'], record:bool=False, limit:int=max(KS), **kw)->list:
+    "The dia_ids of each question's top 10 (`limit`), searched as a non-owner chat; no hit may come from another chat"
     scope, now = chat_scope(chat_id(cv)), cv.turns[-1].ts + 86400
     out = []
     for j, q in enumerate(cv.questions):
-        hits = store.search(q.text, limit=max(KS), scopes=['kb', scope], bm25_weights=weights, record=record, now=now + j*60, **kw)
+        hits = store.search(q.text, limit=limit, scopes=['kb', scope], bm25_weights=weights, record=record, now=now + j*60, **kw)
         assert all(h.scope == scope and h.chunk_id in ids for h in hits), f"{cv.sample_id}: a hit from outside the chat"
         out.append([ids[h.chunk_id] for h in hits])
     return out
@@ -235,7 +235,7 @@ def ask_all(convs:list, stores:dict, ids:dict, **kw)->tuple:
     ranked = {cv.idx: ask(stores[cv.idx], cv, ids[cv.idx], **kw) for cv in convs}
     return score_rows(convs, ranked), time.perf_counter() - t
 
-def run(convs:list, v:Variant, tmp:Path, per_chat_db:bool=False, asks:dict|None=None, prepare=None)->dict:
+def run(convs:list, v:Variant, tmp:Path, per_chat_db:bool=False, asks:dict|None=None, prepare=None, finish=None)->dict:
     "label -> (score rows, seconds to index, seconds to ask) of a variant, asked once per entry of `asks` (in order)"
     stores, ids, t_ix = build(convs, v, tmp, per_chat_db)
     if prepare: prepare(stores)
@@ -243,6 +243,7 @@ def run(convs:list, v:Variant, tmp:Path, per_chat_db:bool=False, asks:dict|None=
     for label, kw in (asks or {v.label: {}}).items():
         rows, t_ask = ask_all(convs, stores, ids, **kw)
         out[label] = (rows, t_ix, t_ask)
+    if finish: out |= finish(stores, ids)
     for st in set(stores.values()): st.close()
     return out
 
@@ -309,8 +310,8 @@ def hybrid_asks(e:Embedder)->dict:
 # ---------------------------------------------------------------- the runs and the tables
 
 TODAY = Variant('today: log_message -> index_message', path='today')
-PROPOSED = Variant('H  E, 50 words, own name last (= index_message now)', path='proposed')
 _H = dict(date=True, prev=2, prev_col=S, ctx_words=50, own_last=True)
+PROPOSED = Variant('J  H + the next message (= index_message now)', **_H, nxt=1)
 VARIANTS = [
     Variant('A  speaker and minute only (index_message before the breadcrumb)'),
     Variant('B  day in words in the name', date=True),
@@ -319,25 +320,92 @@ VARIANTS = [
     Variant('E  B + 2 previous in section_path', date=True, prev=2, prev_col=S),
     Variant('F  E with speakers\' names in the context', date=True, prev=2, prev_col=S, ctx_speaker=True),
     Variant('G  B + 3 previous in section_path', date=True, prev=3, prev_col=S),
-    PROPOSED,
+    Variant('H  E, 50 words, own name last (index_message before)', **_H),
     Variant('I  H + image captions *', **_H, caption=True, selectable=False),
-    Variant('J  H + the next message *', **_H, nxt=1, selectable=False),
+    PROPOSED,
 ]
 FTS_TEXT, FTS_SPEAKER = 'FTS5 per conversation: text', 'FTS5 per conversation: speaker: text'
-H_ASKS = {PROPOSED.label: {}, **{f'H, weights {w}': {'weights': w} for w in ((1.0, 1.0, 0.25), (1.0, 1.0, 1.0), (2.0, 1.0, 0.5))},
-          'H, accesses recorded': {'record': True}}
+H_ASKS = {PROPOSED.label: {}, **{f'J, weights {w}': {'weights': w} for w in ((1.0, 1.0, 0.25), (1.0, 1.0, 1.0), (2.0, 1.0, 0.5), (3.0, 1.0, 0.5))},
+          'J, accesses recorded': {'record': True}}
 
 def run_all(convs:list, tmp:Path, e:Embedder|None=None, stats:dict|None=None)->dict:
     "label -> (score rows, seconds to index, seconds to ask) of the baselines and every variant (and hybrid with `e`)"
     res = {FTS_TEXT: run_bare(convs, False), FTS_SPEAKER: run_bare(convs, True)}
     res |= run(convs, TODAY, tmp, asks={TODAY.label: {}, **(hybrid_asks(e) if e else {}),   # recording accesses last
                                         'today, accesses recorded': {'record': True}},
-               prepare=embedding_step(e, stats) if e else None)
+               prepare=embedding_step(e, stats) if e else None, finish=lambda st, ids: units_from_turns(convs, st, ids, e))
     res |= run(convs, TODAY, tmp, per_chat_db=True, asks={'today, a database per chat': {}})
     for v in VARIANTS: res |= run(convs, v, tmp, asks=H_ASKS if v is PROPOSED else None)
-    assert res[PROPOSED.label][0] == res[TODAY.label][0], "variant H no longer scores as index_message does"
+    assert res[PROPOSED.label][0] == res[TODAY.label][0], "variant J no longer scores as index_message does"
     if e: assert res[BM25_SAME][0] == res[TODAY.label][0], "vectors in the store changed keyword-only search"
     return res
+
+# ---------------------------------------------------------------- coarser units: sessions and six-turn windows
+
+UNITS = {'session': None, 'six-turn window': 6}   # a window: turns 1-6, 7-12, ... of one session
+
+def unit_ids(cv:Conv, size:int|None)->dict:
+    "dia_id -> the id of its unit: its session ('S3'), or its block of `size` turns in the session ('S3:W1')"
+    out, seen = {}, {}
+    for t in cv.turns:
+        i = seen[t.session] = seen.get(t.session, -1) + 1
+        out[t.dia_id] = f"S{t.session}" if size is None else f"S{t.session}:W{i // size}"
+    return out
+
+def as_units(ranked:list, unit:dict, k:int=max(KS))->list:
+    "The first k distinct units of a ranked list of dia_ids"
+    return list(dict.fromkeys(unit[d] for d in ranked))[:k]
+
+def unit_rows(convs:list, ranked:dict, size:int|None)->list:
+    "Score rows of ranked units against each question's evidence units"
+    out = []
+    for cv in convs:
+        u = unit_ids(cv, size)
+        out += [(cv.idx, q.category, question_scores(r, list(dict.fromkeys(u[d] for d in q.evidence))))
+                for q, r in zip(cv.questions, ranked[cv.idx])]
+    return out
+
+def units_from_turns(convs:list, stores:dict, ids:dict, e=None)->dict:
+    "Units of multis's turn ranking (its top 60 turns, in order, each replaced by its unit; the first 10 distinct)"
+    out = {}
+    for label, kw in {'multis turns': {'embedder': False}, **({'multis turns, hybrid': {'embedder': e}} if e else {})}.items():
+        t = time.perf_counter()
+        turns = {cv.idx: ask(stores[cv.idx], cv, ids[cv.idx], limit=60, **kw) for cv in convs}
+        for name, size in UNITS.items():
+            out[f"{name}s from {label}"] = (unit_rows(convs, {i: [as_units(r, unit_ids(cv, size)) for r in turns[i]]
+                                                               for i, cv in ((cv.idx, cv) for cv in convs)}, size), 0.0, time.perf_counter() - t)
+    return out
+
+def unit_chunk(cv:Conv, uid:str, turns:list)->DocChunk:
+    "One unit as a chunk of its chat: the turns' 'speaker: text' lines, named after the session's first turn's day"
+    return DocChunk(f"locomo/{cv.idx}/{uid}", f"{day_words(turns[0].ts)}, {time.strftime('%H:%M', time.localtime(turns[0].ts))}",
+                    '\n'.join(f"{t.speaker}: {t.text}" for t in turns), element_type='paragraph', document_type='conversation',
+                    scope=chat_scope(chat_id(cv)))
+
+def units_indexed(convs:list, tmp:Path, e=None, stats:dict|None=None)->dict:
+    "Each unit indexed as a chunk (all chats in one database) and searched like the turns: BM25, and hybrid with `e`"
+    out = {}
+    for name, size in UNITS.items():
+        st, ids = Store(Path(tempfile.mkdtemp(dir=tmp))/'units.db'), {}
+        for cv in convs:
+            u, by = unit_ids(cv, size), {}
+            for t in cv.turns: by.setdefault(u[t.dia_id], []).append(t)
+            cs = [unit_chunk(cv, uid, ts) for uid, ts in by.items()]
+            st.save(cs); ids[cv.idx] = {c.chunk_id: uid for c, uid in zip(cs, by)}
+        if e: embed_pending(st, e)
+        for label, kw in {'BM25': {'embedder': False}, **({'hybrid': {'embedder': e}} if e else {})}.items():
+            t = time.perf_counter()
+            ranked = {cv.idx: ask(st, cv, ids[cv.idx], **kw) for cv in convs}
+            out[f"{name}s indexed, {label}"] = (unit_rows(convs, ranked, size), 0.0, time.perf_counter() - t)
+        st.close()
+    return out
+
+def units_report(res:dict, have:set, custom:bool):
+    "Turn-level R@10 beside the same questions scored by session and by six-turn window (as published figures are)"
+    tune, rep = set(SPLITS['tune']), set(SPLITS['report'])
+    groups = ([('conversations ' + ','.join(map(str, sorted(have))), have)] if custom else
+              [(f"{n} split (conversations {r.start}-{r.stop - 1})", set(r)) for n, r in SPLITS.items() if n != 'all' and set(r) <= have])
+    for title, g in groups: table(res, g, f"Coarser units, {title}: R@k = share of the evidence's units in the top k units")
 
 W = 44
 HEAD = (f"{'':<{W}} {'n':>4} | {'R@1':>5} {'R@5':>5} {'R@10':>5} | {'hit@1':>5} {'hit@5':>5} {'hit@10':>6} | R@10 of category"
@@ -383,6 +451,7 @@ def settings(convs:list, path:Path):
 def report(res:dict, convs:list, custom:bool):
     "The tables: each split (or the chosen conversations), the best variant on the tune split, the report split by category"
     hyb = {k: res.pop(k) for k in [BM25_SAME, VECTOR_ONLY, HYBRID_DEFAULT, *map(hybrid_label, WEIGHT_GRID)] if k in res}
+    unit = {k: res.pop(k) for k in list(res) if ' from multis turns' in k or 's indexed, ' in k}
     have = {cv.idx for cv in convs}
     groups = ([('conversations ' + ','.join(map(str, sorted(have))), have)] if custom else
               [(f"{n} split (conversations {r.start}-{r.stop - 1})", set(r)) for n, r in SPLITS.items() if n != 'all' and set(r) <= have])
@@ -397,6 +466,8 @@ def report(res:dict, convs:list, custom:bool):
                                     'report split by category:')
     print(f"\nscopes: {sum(len(cv.questions) for cv in convs):,} questions x {len(res) + len(hyb) - 2} runs, no hit from outside the asking chat")
     if hyb: hybrid_report({**{k: res[k] for k in (FTS_TEXT, FTS_SPEAKER)}, **hyb}, have, custom)
+    if unit: units_report({f"turns: {TODAY.label}": res[TODAY.label], **({'turns: ' + HYBRID_DEFAULT: hyb[HYBRID_DEFAULT]} if HYBRID_DEFAULT in hyb else {}),
+                           **unit}, have, custom)
 
 def hybrid_report(res:dict, have:set, custom:bool):
     "BM25 beside vector only and hybrid at each weight; the weight chosen on the tune split, reported on the report split"
@@ -451,7 +522,7 @@ def main(argv=None):
     e, t_load, stats = *((None, 'off (--no-semantic)') if args.no_semantic else semantic_embedder()), {}
     print(f"  hybrid: {e.name} loaded in {t_load:.1f} s, vectors cached in {e.path.relative_to(CACHE.parent.parent)}" if e
           else f"  hybrid: skipped: {t_load}")
-    with tempfile.TemporaryDirectory() as tmp: res = run_all(convs, Path(tmp), e, stats)
+    with tempfile.TemporaryDirectory() as tmp: res = run_all(convs, Path(tmp), e, stats) | units_indexed(convs, Path(tmp), e)
     times = {k: res[k][2] for k in (TODAY.label, HYBRID_DEFAULT) if k in res}
     report(res, convs, bool(args.conversations))
     if not args.conversations and set(SPLITS['report']) <= {cv.idx for cv in convs}: api_check(args.path, convs, res)

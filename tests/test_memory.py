@@ -452,3 +452,40 @@ def test_distinct_ids_give_distinct_scopes_and_folders(a, b):
     assert sa != sb
     fa, fb = safe_chat_id(a), safe_chat_id(b)
     assert fa.lower() != fb.lower()                       # distinct even on a case-insensitive file system
+
+# --- issue 22: the next message in the breadcrumb of the one before ---
+
+from multis.retrieval.embed import HashEmbedder
+
+class Counting(HashEmbedder):
+    "A hash embedder that remembers every text it embedded"
+    def __init__(self, dim=64): super().__init__(dim); self.seen = []
+    def _embed(self, texts): self.seen += texts; return super()._embed(texts)
+
+def test_next_message_joins_the_breadcrumb_without_a_new_vector(tmp_path, store):
+    mem, e = ChatMemory('nx', home=tmp_path), Counting()
+    store.embedder = e
+    log_message(mem, 'user', 'Where should we eat tonight?', store, RAW, now=T, speaker='Mel', msg_id='a')
+    log_message(mem, 'user', 'The Alfama place with fado', store, RAW, now=T + 60, speaker='Ana', msg_id='b')
+    first = store.get(message_chunk_id(mem, 'a'))
+    assert first.section_path == ['The Alfama place with fado', first.name] and first.content == 'Mel: Where should we eat tonight?'
+    assert [h.chunk_id for h in store.search('fado', scopes=[mem.scope], embedder=False)] == [message_chunk_id(mem, 'b'), message_chunk_id(mem, 'a')]
+    assert sum('Where should we eat' in t for t in e.seen) == 1        # the same text: its vector stays
+    assert store.conn.execute("SELECT count(*) FROM chunks WHERE scope=?", (mem.scope,)).fetchone()[0] == 2
+
+def test_a_crash_before_the_breadcrumb_update_is_completed_by_the_repeat(tmp_path, store, monkeypatch):
+    mem = ChatMemory('nx2', home=tmp_path)
+    log_message(mem, 'user', 'Pay the invoice', store, RAW, now=T, msg_id='a')
+    real, calls = type(store).save, []
+    def second_dies(self, chunks, *a, **kw):
+        calls.append(1)
+        if len(calls) == 2: raise Killed('before the breadcrumb')
+        return real(self, chunks, *a, **kw)
+    monkeypatch.setattr(type(store), 'save', second_dies)
+    with pytest.raises(Killed): log_message(mem, 'user', 'Done, paid by transfer', store, RAW, now=T + 60, msg_id='b')
+    assert store.get(message_chunk_id(mem, 'a')).section_path[:-1] == []
+    assert log_message(mem, 'user', 'Done, paid by transfer', store, RAW, now=T + 90, msg_id='b') == 2   # the retry
+    assert store.get(message_chunk_id(mem, 'a')).section_path[:-1] == ['Done, paid by transfer']
+    n = len(calls)
+    log_message(mem, 'user', 'Done, paid by transfer', store, RAW, now=T + 120, msg_id='b')     # a repeat: nothing to write
+    assert len(calls) == n

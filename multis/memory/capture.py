@@ -6,7 +6,8 @@
 __all__ = ['yaml', 'log', 'CAPTURE_SKILL', 'CAPTURE_DATA_NOTE', 'CONTEXT_MESSAGES', 'CONTEXT_GAP', 'CONTEXT_WORDS', 'MAX_NOTE',
            'CaptureSkill', 'parse_skill', 'load_capture_skill', 'capture_prompt', 'CaptureError', 'is_nothing_notable',
            'check_summary', 'summary_chunk', 'capture', 'CaptureWorker', 'day_words', 'message_context',
-           'message_chunk_id', 'index_message', 'log_message', 'show_memory', 'remember', 'forget', 'apply_retention']
+           'message_chunk_id', 'message_doc', 'index_message', 'log_message', 'show_memory', 'remember', 'forget',
+           'apply_retention']
 
 # %% ../../nbs/41_memory.capture.ipynb 2
 import hashlib, logging, re, threading, time
@@ -280,27 +281,48 @@ def message_chunk_id(mem:ChatMemory, msg_id:str)->str:
     "The index chunk id of a chat's message with this id: saving it again replaces it"
     return 'msg:' + hashlib.sha256(f"{mem.scope}\n{msg_id}".encode('utf-8', 'surrogatepass')).hexdigest()[:16]
 
+def message_doc(mem:ChatMemory, role:str, content:str, now:float,
+                speaker:str|None=None,    # the sender's name, when known
+                context:list|None=None,   # the texts of the messages just before it, oldest first
+                following:list|None=None, # the texts of the messages just after it, oldest first
+                chunk_id:str|None=None,   # the chunk's id; default from its file, name and text
+               )->DocChunk:
+    "The conversation chunk of one message of a chat (not saved)"
+    name = f"{speaker or role}, {day_words(now)}, {time.strftime('%H:%M', time.localtime(now))}"
+    return DocChunk(str(mem.log_path(now)), name, f"{speaker}: {content}" if speaker else content, element_type='paragraph',
+                    section_path=[*(context or []), *(following or []), name], document_type='conversation', scope=mem.scope,
+                    metadata={'chat_id': mem.chat_id, 'role': role, 'speaker': speaker, 'ts': now}, chunk_id=chunk_id or '')
+
+# %% ../../nbs/41_memory.capture.ipynb 52
 def index_message(store:Store, mem:ChatMemory, role:str, content:str, now:float|None=None,
                   speaker:str|None=None,    # the sender's name, when known
                   context:list|None=None,   # the texts of the messages just before it, oldest first
                   chunk_id:str|None=None,   # the chunk's id; default from its file, name and text
+                  following:list|None=None, # the texts of the messages just after it (see `log_message`)
                  )->DocChunk:
     "Index one message as a conversation chunk of its chat's scope"
-    now = _now(now)
-    name = f"{speaker or role}, {day_words(now)}, {time.strftime('%H:%M', time.localtime(now))}"
-    c = DocChunk(str(mem.log_path(now)), name, f"{speaker}: {content}" if speaker else content, element_type='paragraph',
-                 section_path=[*(context or []), name], document_type='conversation', scope=mem.scope,
-                 metadata={'chat_id': mem.chat_id, 'role': role, 'speaker': speaker, 'ts': now}, chunk_id=chunk_id or '')
+    c = message_doc(mem, role, content, _now(now), speaker, context, following, chunk_id)
     store.save([c])
     return c
 
-# %% ../../nbs/41_memory.capture.ipynb 52
-def _index_entry(store:Store, mem:ChatMemory, m:dict, before:list, new:bool):
-    "Index window entry `m` (a repeat only when its chunk is missing, after a crash)"
+# %% ../../nbs/41_memory.capture.ipynb 53
+def _entry_doc(mem:ChatMemory, m:dict, before:list, following:list|None=None)->DocChunk:
+    "The chunk of window entry `m`, its breadcrumb taken from the entries `before` it (and `following`)"
     cid = message_chunk_id(mem, m['msg_id']) if m.get('msg_id') else None
-    if not new and (cid is None or store.get(cid) is not None): return
-    index_message(store, mem, m['role'], m['content'], m['ts'], m.get('speaker'), message_context(before, m['ts']), cid)
+    return message_doc(mem, m['role'], m['content'], m['ts'], m.get('speaker'), message_context(before, m['ts']), following, cid)
 
+def _index_entry(store:Store, mem:ChatMemory, m:dict, before:list, new:bool):
+    "Index entry `m` (a repeat only when its chunk is missing, after a crash); add it to the breadcrumb of the one before"
+    c = _entry_doc(mem, m, before)
+    if new or (m.get('msg_id') and store.get(c.chunk_id) is None): store.save([c])
+    elif not m.get('msg_id'): return
+    p = before[-1] if before else None
+    if not isinstance(p, dict) or not isinstance(p.get('ts'), (int, float)) or not 0 <= m['ts'] - p['ts'] <= CONTEXT_GAP: return
+    prev = _entry_doc(mem, p, before[:-1], [' '.join(m['content'].split()[:CONTEXT_WORDS])])
+    old = store.get(prev.chunk_id)   # only a message indexed when it came; a repeat after a crash completes it
+    if old is not None and old.section_path != prev.section_path: store.save([prev])
+
+# %% ../../nbs/41_memory.capture.ipynb 54
 def log_message(mem:ChatMemory, role:str, content:str, store:Store|None=None, cfg:dict|None=None,
                 now:float|None=None, speaker:str|None=None,
                 *, msg_id:str|int|None=None, # the platform's or client's message id: a repeat changes nothing
@@ -311,14 +333,14 @@ def log_message(mem:ChatMemory, role:str, content:str, store:Store|None=None, cf
     if m is not None and store is not None and _mem_cfg(cfg, 'index_raw', False): _index_entry(store, mem, m, before, new)
     return n
 
-# %% ../../nbs/41_memory.capture.ipynb 55
+# %% ../../nbs/41_memory.capture.ipynb 59
 MAX_NOTE = 4000
 
 def show_memory(mem:ChatMemory)->str:
     "The chat's memory.md (without the sections' ids), or a line saying there is none yet"
     return without_ids(mem.load_memory()).strip() or "No memory yet: notes are added as we talk, or with /remember <note>."
 
-# %% ../../nbs/41_memory.capture.ipynb 56
+# %% ../../nbs/41_memory.capture.ipynb 60
 def remember(mem:ChatMemory, note:str, store:Store, now:float|None=None)->DocChunk:
     "Add a note to memory.md and index it; returns its chunk"
     note, now = (note or '').strip(), _now(now)
@@ -331,13 +353,13 @@ def remember(mem:ChatMemory, note:str, store:Store, now:float|None=None)->DocChu
     store.save([c])
     return c
 
-# %% ../../nbs/41_memory.capture.ipynb 57
+# %% ../../nbs/41_memory.capture.ipynb 61
 def forget(mem:ChatMemory, store:Store)->int:
     "Clear memory.md and the chat's summaries in the index (logs and window stay); returns chunks removed"
     mem.clear_memory()
     return store.delete_conversation_chunks('memory_summary', mem.scope)
 
-# %% ../../nbs/41_memory.capture.ipynb 61
+# %% ../../nbs/41_memory.capture.ipynb 65
 _LOG_NAME = re.compile(r'\d{4}-\d{2}-\d{2}\.md')
 
 def _prune_logs(chat_dir:Path, cutoff:float)->int:
@@ -353,12 +375,12 @@ def _cutoff(cfg:dict|None, key:str, now:float)->float|None:
     days = _mem_cfg(cfg, key)
     return now - days*DAY if days > 0 else None
 
-# %% ../../nbs/41_memory.capture.ipynb 62
+# %% ../../nbs/41_memory.capture.ipynb 66
 def _older(stamp:str, cutoff:float)->bool:
     try: return time.mktime(time.strptime(stamp, '%Y-%m-%d %H:%M')) < cutoff
     except (ValueError, OverflowError): return False
 
-# %% ../../nbs/41_memory.capture.ipynb 63
+# %% ../../nbs/41_memory.capture.ipynb 67
 def apply_retention(home:Path|str|None=None, # the multis home; default `multis_home()`
                     store:Store|None=None,   # the index (None: files only)
                     cfg:dict|None=None,      # the config (memory.*_days)
