@@ -106,7 +106,7 @@ def chat_id(cv:Conv)->str: return f"locomo-{cv.idx}"
 class Variant:
     "One way of storing a turn"
     label:str
-    path:str='alt'         # 'today': log_message -> index_message; 'alt': alt_chunk only
+    path:str='alt'         # 'today': log_message -> index_message, checked; 'raw': log_message alone; 'alt': alt_chunk only
     date:bool=False        # the day in words in the name ('Caroline, 8 May 2023, 13:56')
     prev:int=0             # previous messages (of the last CONTEXT_GAP seconds) stored as context
     prev_col:str='content' # where that context goes: 'content' or 'section_path'
@@ -144,6 +144,8 @@ def newest(store:Store)->tuple:
 def index_turn(store:Store, mem:ChatMemory, cv:Conv, i:int, v:Variant)->tuple:
     "(window length, chunk id) after sending turn i through the chat's memory the variant's way"
     t = cv.turns[i]
+    if v.path == 'raw':            # log_message alone (index_cost)
+        return log_message(mem, 'user', t.text, store, CFG, now=t.ts, speaker=t.speaker), newest(store)[1]
     if v.path == 'today':
         rows = newest(store)[0]
         n = log_message(mem, 'user', t.text, store, CFG, now=t.ts, speaker=t.speaker)
@@ -506,6 +508,25 @@ def api_check(path:Path, convs:list, res:dict):
                 for l in rows for m, b in (('recall', 'R'), ('hit_rate', 'hit')) for k in KS)
     print(f"  largest difference: {worst:.1e}")
 
+def index_cost(cv:Conv, tmp:Path, repeats:int=3)->tuple:
+    "(turns/s of log_message with index_raw as now, without the update of the message before), best of interleaved runs"
+    import multis.memory.capture as cap
+    real = cap._index_entry
+    def new_only(store, mem, m, before, new):   # index_message before this change: the new message's chunk only
+        c = cap._entry_doc(mem, m, before)
+        if new or (m.get('msg_id') and store.get(c.chunk_id) is None): store.save([c])
+    best = {True: 0.0, False: 0.0}
+    for _ in range(repeats):
+        for now in (True, False):
+            cap._index_entry = real if now else new_only
+            try:
+                d = Path(tempfile.mkdtemp(dir=tmp))
+                with Store(d/'m.db') as st, working_dir(d):
+                    t = time.perf_counter(); feed(st, Path('home'), cv, Variant('x', path='today' if now else 'raw'))
+                    best[now] = max(best[now], len(cv.turns) / (time.perf_counter() - t))
+            finally: cap._index_entry = real
+    return best[True], best[False]
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--path', type=Path, default=LOCOMO, help='locomo10.json')
@@ -526,7 +547,11 @@ def main(argv=None):
     times = {k: res[k][2] for k in (TODAY.label, HYBRID_DEFAULT) if k in res}
     report(res, convs, bool(args.conversations))
     if not args.conversations and set(SPLITS['report']) <= {cv.idx for cv in convs}: api_check(args.path, convs, res)
-    print(f"\nindexing {sum(len(cv.turns) for cv in convs) / res[TODAY.label][1]:,.0f} turns/s and asking "
+    with tempfile.TemporaryDirectory() as tmp: now_tps, before_tps = index_cost(convs[0], Path(tmp))
+    print(f"\nlog_message with memory.index_raw, conversation {convs[0].idx} ({len(convs[0].turns)} turns), best of 3 interleaved: "
+          f"{now_tps:,.0f} turns/s; without updating the message before (index_message before J) {before_tps:,.0f} turns/s "
+          f"({before_tps / now_tps:.2f}x)")
+    print(f"indexing {sum(len(cv.turns) for cv in convs) / res[TODAY.label][1]:,.0f} turns/s and asking "
           f"{len(res[TODAY.label][0]) / res[TODAY.label][2]:,.0f} questions/s (multis today); whole run {time.perf_counter() - t:.0f} s")
     if not e: return
     n, dt = stats['model_texts'], stats['model_seconds']
