@@ -14,7 +14,11 @@ the top k) and hit@k (at least one of them in the top k) are averaged over quest
 
 Beside it, in the same run: plain per-conversation FTS5 tables of the turns (text; speaker + text), and other ways
 `index_message` could store a turn (the day in words, the previous messages as context in the content or in
-section_path, image captions), each in its own database and searched with the same `Store.search`. The variants were
+section_path, image captions, the next message), each in its own database and searched with the same `Store.search`;
+H is what multis stored before the next message joined the breadcrumb (J, today). Then the same questions scored by
+coarser units, as published memory figures are: sessions and six-turn windows (turns 1-6, 7-12... of a session),
+both taken from multis's turn ranking and indexed as units of their own; and the cost of the breadcrumb update
+(`log_message` with and without it, interleaved). The variants were
 explored on conversations 0-4 only; conversations 5-9 are the report. The report split's rows that are search options
 are computed again through `multis.workbench.variants` (the API of the LoCoMo notebook; metrics by ranx) and printed
 beside this run's. Local time is set to UTC so that log files, stamps
@@ -402,12 +406,14 @@ def units_indexed(convs:list, tmp:Path, e=None, stats:dict|None=None)->dict:
         st.close()
     return out
 
+def split_groups(have:set, custom:bool)->list:
+    "(title, conversations) to report: the chosen conversations, or each split they cover"
+    return ([('conversations ' + ','.join(map(str, sorted(have))), have)] if custom else
+            [(f"{n} split (conversations {r.start}-{r.stop - 1})", set(r)) for n, r in SPLITS.items() if n != 'all' and set(r) <= have])
+
 def units_report(res:dict, have:set, custom:bool):
     "Turn-level R@10 beside the same questions scored by session and by six-turn window (as published figures are)"
-    tune, rep = set(SPLITS['tune']), set(SPLITS['report'])
-    groups = ([('conversations ' + ','.join(map(str, sorted(have))), have)] if custom else
-              [(f"{n} split (conversations {r.start}-{r.stop - 1})", set(r)) for n, r in SPLITS.items() if n != 'all' and set(r) <= have])
-    for title, g in groups: table(res, g, f"Coarser units, {title}: R@k = share of the evidence's units in the top k units")
+    for title, g in split_groups(have, custom): table(res, g, f"Coarser units, {title}: R@k = share of the evidence's units in the top k units")
 
 W = 44
 HEAD = (f"{'':<{W}} {'n':>4} | {'R@1':>5} {'R@5':>5} {'R@10':>5} | {'hit@1':>5} {'hit@5':>5} {'hit@10':>6} | R@10 of category"
@@ -455,8 +461,7 @@ def report(res:dict, convs:list, custom:bool):
     hyb = {k: res.pop(k) for k in [BM25_SAME, VECTOR_ONLY, HYBRID_DEFAULT, *map(hybrid_label, WEIGHT_GRID)] if k in res}
     unit = {k: res.pop(k) for k in list(res) if ' from multis turns' in k or 's indexed, ' in k}
     have = {cv.idx for cv in convs}
-    groups = ([('conversations ' + ','.join(map(str, sorted(have))), have)] if custom else
-              [(f"{n} split (conversations {r.start}-{r.stop - 1})", set(r)) for n, r in SPLITS.items() if n != 'all' and set(r) <= have])
+    groups = split_groups(have, custom)
     for title, g in groups: table(res, g, title)
     if set(range(10)) <= have and not custom:
         table({k: res[k] for k in (FTS_TEXT, FTS_SPEAKER, TODAY.label, PROPOSED.label)}, set(range(10)), "all ten conversations")
@@ -474,8 +479,7 @@ def report(res:dict, convs:list, custom:bool):
 def hybrid_report(res:dict, have:set, custom:bool):
     "BM25 beside vector only and hybrid at each weight; the weight chosen on the tune split, reported on the report split"
     tune, rep = set(SPLITS['tune']), set(SPLITS['report'])
-    groups = ([('conversations ' + ','.join(map(str, sorted(have))), have)] if custom else
-              [(f"{n} split (conversations {r.start}-{r.stop - 1})", set(r)) for n, r in SPLITS.items() if n != 'all' and set(r) <= have])
+    groups = split_groups(have, custom)
     for title, g in groups: table(res, g, f"Hybrid search, {title} (vectors of multis's chunks: name and content)")
     if custom or not tune <= have: return
     best = max(WEIGHT_GRID, key=lambda w: (round(mean(res[hybrid_label(w)][0], tune)['R@10'], 6), -abs(w - Store.memory_vector_weight)))
