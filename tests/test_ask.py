@@ -88,3 +88,34 @@ def test_missing_key_is_explained(home):
 def test_empty_question(home):
     r = multis('ask', '  ', home=home)
     assert r.returncode == 1 and 'ask needs a question' in r.stderr
+
+def _passage_start(text, n):
+    "The first 80 characters of passage n's content in a rerank request (after its name)"
+    return re.search(rf'Passage {n}:\n<<<data[^\n]*>>>\n[^\n]*\n(.{{1,80}})', text, re.S).group(1)
+
+def test_ask_with_the_chat_model_as_reranker(home):
+    "search.rerank 'llm': one rerank call (passages fenced, numbers back), then the answer's prompt in that order"
+    with FakeLLMServer() as srv:
+        srv.reply = lambda body: '3, 1' if 'You rank passages' in json.dumps(body) else 'Use the pairing code [multis-handbook.pdf, page 4].'
+        (home/'config.json').write_text(json.dumps({'llm': PROVIDERS['openai'](srv.url), 'search': {'rerank': {'provider': 'llm', 'top': 4}}}))
+        try: r = multis('ask', 'how do I pair my phone', home=home)
+        finally: (home/'config.json').unlink()
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith('Use the pairing code')
+        assert len(srv.requests) == 2
+        ranked, answered = (json.dumps(q['body']['messages'], ensure_ascii=False) for q in srv.requests)
+        ranked = json.loads(ranked)[-1]['content']
+        assert ranked.count('<<<data id=') == 4 and 'Ignore previous instructions' in ranked   # the hostile file is judged, fenced
+        starts = [_passage_start(ranked, n) for n in (3, 1, 2)]
+        system = json.loads(answered)[0]['content']
+        at = 0
+        for t in starts:                         # passage 3 first, then 1, then 2 (chunks overlap: each after the last)
+            at = system.find(t, at) + 1
+            assert at > 0, t
+
+def test_ask_with_a_missing_cross_encoder_still_answers(home):
+    (home/'config.json').write_text(json.dumps({'search': {'rerank': {'provider': 'cross-encoder', 'model': str(home/'no-model')}}}))
+    try: r = multis('ask', 'how do I pair my phone', home=home)
+    finally: (home/'config.json').unlink()
+    assert r.returncode == 0 and 'Traceback' not in r.stderr, r.stderr
+    assert '[multis-handbook.pdf, page 4]' in r.stdout

@@ -13,6 +13,8 @@ from .llm import LLMError, make_provider
 from .prompts import build_prompt, excerpt, safe_label, source_label
 from ..retrieval.search import query_terms
 from ..retrieval.store import Store
+from ..retrieval.rerank import RERANK_TOP, rerank_hits
+from .rerank import rerank_options
 
 # %% ../../nbs/32_answer.ask.ipynb 5
 @dataclass
@@ -59,11 +61,14 @@ def ask(question:str,             # the user's question
         why_no_model:str='',      # what to say when `provider` is None (default: how to configure one)
         detail:bool=True,         # say why there is no written answer (False for people other than the owner)
         contact:str|None=None,    # who asked, when it is a contact (business replies): the question is fenced as data
+        reranker=None,            # a `Reranker` for the first hits (see `multis.answer.rerank`), or None
+        rerank_top:int=RERANK_TOP, # how many first hits it reorders
        )->Answer:
     "Answer a question from the documents the caller may see, citing them"
     if not question or not question.strip(): raise MultisError("ask needs a question, e.g. /ask how do I pair my phone")
     now = time.time() if now is None else now
-    hits = store.search(question, limit=limit, scopes=scopes, now=now, **(search_opts or {}))
+    hits = store.search(question, limit=max(limit, rerank_top) if reranker else limit, scopes=scopes, now=now, **(search_opts or {}))
+    hits = rerank_hits(reranker, question, hits, rerank_top)[:limit]
     if provider is None: ans = _fallback(question, hits, (why_no_model or no_model_note()) if detail else PUBLIC_NOTE)
     else: ans = _generate(question, hits, provider, memory, recent, max_chars, detail, contact)
     if record and ans.hits: store.record_access([h.chunk_id for h in ans.hits], question, now=now)
@@ -104,4 +109,4 @@ def ask_config(question:str, store:Store, cfg:dict, scopes:list|None=None, memor
     why = ''
     if provider is None: provider, why = provider_or_reason(cfg)
     return ask(question, store, provider, scopes, memory, recent, max_chars=cfg['llm']['max_prompt_chars'],
-               search_opts=search_options(cfg), why_no_model=why, **kw)
+               search_opts=search_options(cfg), why_no_model=why, **{**rerank_options(cfg, provider), **kw})

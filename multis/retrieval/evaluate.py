@@ -13,6 +13,7 @@ from .ranking import load_beir, evaluate
 from .store import Store, open_store
 from .search import query_terms
 from .vectors import embed_pending
+from .rerank import RERANK_TOP, rerank_hits
 
 # %% ../../nbs/25_retrieval.evaluate.ipynb 5
 def corpus_chunks(corpus:dict, scope:str='kb')->list:
@@ -30,11 +31,15 @@ def beir_store(corpus:dict, path:str=':memory:', # the corpus, and the store (a 
     return st
 
 # %% ../../nbs/25_retrieval.evaluate.ipynb 7
-def search_fn(store:Store, **opts):
-    "A `(query, k) -> [doc_id]` function over a BEIR store, with search options `opts`"
+def search_fn(store:Store,
+              reranker=None,          # a `multis.retrieval.rerank.Reranker` for the first hits, or None
+              rerank_top:int=RERANK_TOP, # how many first hits it reorders
+              **opts):                # search options
+    "A `(query, k) -> [doc_id]` function over a BEIR store, with search options `opts` (and a rerank stage)"
     def run(q:str, k:int)->list:
-        ids = [h.chunk.metadata.get('doc_id', h.chunk_id) for h in store.search(q, limit=k, **opts)]
-        return list(dict.fromkeys(ids))
+        hits = store.search(q, limit=max(k, rerank_top) if reranker else k, **opts)
+        hits = rerank_hits(reranker, q, hits, rerank_top)[:k]
+        return list(dict.fromkeys(h.chunk.metadata.get('doc_id', h.chunk_id) for h in hits))
     return run
 
 # %% ../../nbs/25_retrieval.evaluate.ipynb 8
