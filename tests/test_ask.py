@@ -119,3 +119,14 @@ def test_ask_with_a_missing_cross_encoder_still_answers(home):
     finally: (home/'config.json').unlink()
     assert r.returncode == 0 and 'Traceback' not in r.stderr, r.stderr
     assert '[multis-handbook.pdf, page 4]' in r.stdout
+
+def test_search_applies_the_rerank_stage(home):
+    plain = json.loads(multis('search', 'pairing code phone', '--json', '--limit', '3', '--no-record', home=home).stdout)
+    with FakeLLMServer() as srv:
+        srv.reply = '2, 3, 1'
+        (home/'config.json').write_text(json.dumps({'llm': PROVIDERS['openai'](srv.url), 'search': {'rerank': {'provider': 'llm', 'top': 3}}}))
+        try: r = multis('search', 'pairing code phone', '--json', '--limit', '2', '--no-record', home=home)
+        finally: (home/'config.json').unlink()
+    assert r.returncode == 0, r.stderr
+    assert [h['chunk_id'] for h in json.loads(r.stdout)] == [plain[1]['chunk_id'], plain[2]['chunk_id']]
+    assert len(srv.requests) == 1 and srv.requests[0]['body']['messages'][-1]['content'].count('<<<data id=') == 3
