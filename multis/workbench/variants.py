@@ -21,6 +21,7 @@ from tqdm import tqdm
 from ..core import MultisError
 from ..retrieval.ranking import load_beir
 from ..retrieval.evaluate import beir_store
+from ..retrieval.rerank import RERANK_TOP, rerank_hits
 
 # %% ../../nbs/92_workbench.variants.ipynb 6
 warnings.filterwarnings('ignore', message='unsafe cast', module='ranx')  # numba's note on ranx's own uint64 counts
@@ -64,9 +65,14 @@ def strictly_decreasing(scores:list)->list:
     return out
 
 # %% ../../nbs/92_workbench.variants.ipynb 15
-def ranking(coll:Collection, qid:str, **opts)->dict:
+def ranking(coll:Collection, qid:str,
+            reranker=None,             # a `multis.retrieval.rerank.Reranker` for the first hits, or None
+            rerank_top:int=RERANK_TOP, # how many first hits it reorders
+            **opts)->dict:             # search options
     "Judged document id -> score for one query's hits, best first, each document once"
-    hits = coll.store.search(coll.queries[qid], limit=coll.k, record=False, **{**coll.options.get(qid, {}), **opts})
+    q, k = coll.queries[qid], coll.k
+    hits = coll.store.search(q, limit=max(k, rerank_top) if reranker else k, record=False, **{**coll.options.get(qid, {}), **opts})
+    hits = rerank_hits(reranker, q, hits, rerank_top)[:k]
     docs = {}
     for h in hits: docs.setdefault(coll.doc(h), h.score)
     return dict(zip(docs, strictly_decreasing(list(docs.values()))))
