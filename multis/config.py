@@ -4,7 +4,7 @@
 
 # %% auto 0
 __all__ = ['DEFAULT_CONFIG', 'log', 'ENTRY_POINT_GROUP', 'BUILTIN_PLATFORMS', 'STORE_SCHEMES', 'DATABASE_ENV', 'SECRET_KEYS',
-           'FUSIONS', 'deep_merge', 'InitQuestion', 'PlatformSpec', 'register_platform', 'import_path',
+           'FUSIONS', 'RERANKERS', 'deep_merge', 'InitQuestion', 'PlatformSpec', 'register_platform', 'import_path',
            'platform_names', 'platform_spec', 'each_platform', 'platform_specs', 'config_defaults', 'platform_defaults',
            'platform_secrets', 'platform_questions', 'default_config', 'ConfigError', 'cfg_get', 'redact_url',
            'url_password', 'check_store_url', 'secret_keys', 'secret_values', 'fill_from_env', 'config_path',
@@ -31,7 +31,8 @@ DEFAULT_CONFIG = {
                'log_retention_days': 30, 'retention_days': 90, 'admin_retention_days': 365, 'index_raw': False,
                'capture_interval_minutes': 15},
     'search': {'activation_weight': 2.0, 'decay': 0.5, 'candidate_factor': 3, 'bm25_weights': [3.0, 1.0, 0.5],
-               'fusion': 'linear', 'rrf_k': 60, 'prf_docs': 0, 'prf_terms': 10, 'prf_weight': 0.1},
+               'fusion': 'linear', 'rrf_k': 60, 'prf_docs': 0, 'prf_terms': 10, 'prf_weight': 0.1,
+               'rerank': {'provider': 'none', 'model': '', 'top': 20}},
     'indexing': {'max_file_mb': 10, 'max_pages': 2000, 'max_text_mb': 20, 'max_chunks_per_file': 10000,
                  'max_parse_memory_mb': 1024, 'parse_timeout': 120, 'max_unzipped_mb': 100, 'max_zip_entries': 10000,
                  'max_zip_ratio': 100, 'ocr_languages': 'eng', 'ocr_page_timeout': 60, 'max_ocr_pages': 200,
@@ -329,6 +330,7 @@ def _read_json(path:Path)->dict:
 
 # %% ../nbs/01_config.ipynb 67
 FUSIONS = ('linear', 'zscore', 'rrf')   # search.fusion values
+RERANKERS = ('none', 'cross-encoder', 'llm')   # search.rerank.provider values
 
 def _search_errors(user:dict)->list:
     "What is wrong with the `search` settings' values (their types are checked by `_type_errors`)"
@@ -339,6 +341,9 @@ def _search_errors(user:dict)->list:
     for key, lo in (('prf_docs', 0), ('prf_terms', 1)):
         if key in s and not (isinstance(s[key], int) and lo <= s[key] <= 100): errs.append(f"search.{key} must be a whole number from {lo} to 100, got {s[key]!r}")
     if isinstance(w := s.get('prf_weight'), (int, float)) and not 0 <= w <= 1: errs.append(f"search.prf_weight must be from 0 to 1, got {w!r}")
+    r = s.get('rerank') if isinstance(s.get('rerank'), dict) else {}
+    if (p := r.get('provider')) is not None and p not in RERANKERS: errs.append(f"search.rerank.provider must be {' or '.join(map(repr, RERANKERS))}, got {p!r}")
+    if 'top' in r and not (type(t := r['top']) is int and 2 <= t <= 200): errs.append(f"search.rerank.top must be a whole number from 2 to 200, got {t!r}")
     return errs
 
 # %% ../nbs/01_config.ipynb 69

@@ -10,6 +10,7 @@ __all__ = ['log', 'RERANK_PROVIDERS', 'RERANK_TOP', 'PASSAGE_CHARS', 'SEMANTIC_H
 import logging, os, threading
 from pathlib import Path
 from ..core import MultisError
+from ..config import RERANKERS
 
 # %% ../../nbs/22a_retrieval.rerank.ipynb 6
 log = logging.getLogger(__name__)
@@ -17,7 +18,7 @@ log = logging.getLogger(__name__)
 class RerankError(MultisError):
     "A reranker that cannot rerank: the message says why and what to do"
 
-RERANK_PROVIDERS, RERANK_TOP, PASSAGE_CHARS = ('none', 'cross-encoder', 'llm'), 20, 2000
+RERANK_PROVIDERS, RERANK_TOP, PASSAGE_CHARS = RERANKERS, 20, 2000   # providers: what config.json accepts
 
 def passage(hit, max_chars:int=PASSAGE_CHARS)->str:
     "What a reranker reads of a hit: its name, a new line and its content, cut to `max_chars`"
