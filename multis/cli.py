@@ -15,7 +15,7 @@ from .core import MultisError
 from .config import absolute_url, check_store_url, load_config, redact_url, report_errors, store_url
 from .core import home_path, multis_home
 from .answer.ask import ask_config, search_options
-from .answer.rerank import rerank_options
+from .answer.rerank import rerank_options, reranker_for
 from .retrieval.rerank import rerank_hits
 from .answer.prompts import excerpt, source_label
 from .retrieval.store import Store
@@ -155,16 +155,22 @@ def eval_(path:str,          # a BEIR-format folder (corpus.jsonl, queries.jsonl
          json_out:Param("print as JSON", bool)=False,
          semantic:bool=False, # embed the corpus with the configured embedder and rank hybrid (embeddings.weight)
          db:str=':memory:',  # keep the corpus and its vectors in this store (path or URL), so a second run skips embedding
+         no_rerank:bool=False, # leave out the rerank stage search.rerank configures
         )->int:
     "Measure retrieval quality on a BEIR-format set: nDCG@k, Recall@k and @100, MRR@k"
     full = load_config(); cfg = full['search']
     embedder = make_embedder(full) if semantic else None
     if semantic and embedder is None: raise MultisError("--semantic needs embeddings.provider in config.json")
+    reranker = None if no_rerank else reranker_for(full)
+    if reranker is not None:
+        if hasattr(reranker, 'check'): reranker.check()   # a model that is not there: one line now, not 300 warnings
+        if not json_out: print(f"rerank: {reranker.name}, the first {cfg['rerank']['top']} hits of each query")
     res = evaluate_beir(path, split, ks=(k, 100) if k < 100 else (k,), progress=not json_out, embedder=embedder, db=db,
                         candidate_factor=cfg['candidate_factor'], bm25_weights=tuple(cfg['bm25_weights']),
                         **{k: cfg[k] for k in ('fusion', 'rrf_k', 'prf_docs', 'prf_terms', 'prf_weight')},
-                        **({'vector_weight': vector_weight(full)} if embedder else {}))
-    if json_out: print(json.dumps(res)); return 0
+                        **({'vector_weight': vector_weight(full)} if embedder else {}),
+                        **({'reranker': reranker, 'rerank_top': cfg['rerank']['top']} if reranker else {}))
+    if json_out: print(json.dumps({**res, **({'rerank': reranker.name} if reranker else {})})); return 0
     for name,v in res.items(): print(f"{name:>12}  {v if name == 'queries' else f'{v:.4f}'}")
     return 0
 

@@ -266,3 +266,37 @@ def test_index_refuses_symlinks_into_denied_files(tmp_path):
     # the single file too
     r = multis('index', str(docs/'notes.md'), '--scope', 'kb', home=home)
     assert r.returncode == 1 and r.stderr.startswith('multis: ') and 'denied' in r.stderr and '8812' not in r.stdout
+
+def _tiny_beir(d):
+    "Two documents, one judged query whose relevant document BM25 puts second"
+    (d/'qrels').mkdir(parents=True)
+    (d/'corpus.jsonl').write_text('\n'.join(json.dumps(x) for x in [
+        {'_id': 'd1', 'title': 'Water tomatoes', 'text': 'Water the tomatoes: tomatoes want water, water and more water.'},
+        {'_id': 'd2', 'title': 'Greenhouse', 'text': 'In a greenhouse tomatoes need water every morning.'}]))
+    (d/'queries.jsonl').write_text(json.dumps({'_id': 'q1', 'text': 'water tomatoes'}))
+    (d/'qrels'/'test.tsv').write_text('query-id\tcorpus-id\tscore\nq1\td2\t1\n')
+    return d
+
+def test_eval_with_a_rerank_stage(tmp_path):
+    from multis.testing.fake_llm import FakeLLMServer
+    beir, home = _tiny_beir(tmp_path/'beir'), tmp_path/'home'
+    home.mkdir()
+    plain = json.loads(multis('eval', str(beir), '--json', home=home, check=0).stdout)
+    with FakeLLMServer() as srv:
+        srv.reply = '2, 1'
+        (home/'config.json').write_text(json.dumps({'llm': {'provider': 'openai', 'api_key': 'sk-test', 'base_url': srv.url + '/v1', 'model': 'gpt-test'},
+                                                    'search': {'rerank': {'provider': 'llm', 'top': 5}}}))
+        reranked = json.loads(multis('eval', str(beir), '--json', home=home, check=0).stdout)
+        r = multis('eval', str(beir), home=home, check=0)
+        without = json.loads(multis('eval', str(beir), '--json', '--no-rerank', home=home, check=0).stdout)
+    assert plain['mrr@10'] == 0.5 and without == plain
+    assert reranked['mrr@10'] == 1.0 and reranked['rerank'] == 'llm:gpt-test'
+    assert r.stdout.startswith('rerank: llm:gpt-test, the first 5 hits of each query')
+
+def test_eval_with_a_cross_encoder_that_is_not_there(tmp_path):
+    beir, home = _tiny_beir(tmp_path/'beir'), tmp_path/'home'
+    home.mkdir()
+    (home/'config.json').write_text(json.dumps({'search': {'rerank': {'provider': 'cross-encoder', 'model': str(tmp_path/'no-model')}}}))
+    r = multis('eval', str(beir), home=home)
+    assert r.returncode == 1 and 'Traceback' not in r.stderr
+    assert 'multis never downloads it' in r.stderr and len(r.stderr.strip().splitlines()) == 1
