@@ -16,7 +16,7 @@ from .config import absolute_url, check_store_url, load_config, redact_url, repo
 from .core import home_path, multis_home
 from .answer.ask import ask_config, search_options
 from .answer.rerank import rerank_options, reranker_for
-from .retrieval.rerank import rerank_hits
+from .retrieval.rerank import search_reranked
 from .answer.prompts import excerpt, source_label
 from .retrieval.store import Store
 from .retrieval.store import configured_store, sqlite_path
@@ -107,10 +107,7 @@ def search(query:str,                            # what to look for
     cfg, scopes = load_config(), check_scopes(scope) if scope else None
     opts, rr = search_options(cfg), rerank_options(cfg)
     with _store(db) as st:
-        hits = st.search(query, limit=max(limit, rr['rerank_top']) if rr else limit, scopes=scopes, record=not (no_record or rr), **opts)
-        if rr:
-            hits = rerank_hits(rr['reranker'], query, hits, rr['rerank_top'])[:limit]
-            if hits and not no_record: st.record_access([h.chunk_id for h in hits], query, decay=opts['decay'])
+        hits = search_reranked(st, query, limit=limit, scopes=scopes, record=not no_record, **opts, **rr)
     if json_out: print(json.dumps([h.to_json() for h in hits], ensure_ascii=False, indent=1)); return 0
     terms = query_terms(query)
     if not hits: print("No results." if terms else "No results: the query has no searchable words."); return 0

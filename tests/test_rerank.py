@@ -1,6 +1,7 @@
 """The rerank stage: a real sentence-transformers CrossEncoder (a tiny model built here, since none can be downloaded)
 and the chat model through the real openai client against a local server. Heavy imports happen inside the tests."""
-import json, sys
+import json, os, sys
+from pathlib import Path
 import pytest
 from multis.core import DocChunk
 from multis.retrieval.store import Store
@@ -79,3 +80,59 @@ def test_the_chat_model_reranks_through_the_real_openai_client(store):
         assert body['temperature'] == 0 and body['messages'][-1]['content'].count('<<<data id=') == 5
         srv.fail(500, times=10)
         assert [h.chunk_id for h in rerank_hits(reranker_for(cfg), q, hits)] == [h.chunk_id for h in hits]   # search order kept
+
+def _rerank_home(tmp_path, url:str):
+    "A home whose config reranks with the chat model at `url`, and a store of the six bird notes"
+    home = tmp_path/'home'; home.mkdir()
+    (home/'config.json').write_text(json.dumps({
+        'llm': {'provider': 'openai', 'api_key': 'sk-test', 'base_url': url + '/v1', 'model': 'gpt-test', 'timeout': 5},
+        'search': {'rerank': {'provider': 'llm', 'top': 5}}}))
+    with Store(home/'multis.db') as st:
+        st.save([DocChunk('/birds.md', f'Note {i}', text) for i, text in enumerate([
+            'Ducks fly south in winter.', 'Geese swim in the lake.', 'Where do birds go in the cold? Ducks migrate.',
+            'Ducks swim.', 'Birds fly.', 'The lake is cold in winter.'])])
+        return home, [h.name for h in st.search(Q, limit=5)]
+
+Q = 'ducks birds geese lake winter'
+
+def test_the_service_search_applies_the_configured_rerank_stage(tmp_path):
+    from fastapi.testclient import TestClient
+    from multis.config import load_config
+    from multis.run.service import create_app
+    from multis.run.guard import service_token
+    with FakeLLMServer() as srv:
+        srv.reply = lambda body: '5, 4'
+        home, plain = _rerank_home(tmp_path, srv.url)
+        assert len(plain) == 5
+        app = create_app(home/'multis.db', load_config(home/'config.json', env=False), home)
+        h = {'Authorization': f'Bearer {service_token(home)}'}
+        with TestClient(app, base_url='http://127.0.0.1:5858') as c:
+            got = c.post('/search', json={'query': Q, 'limit': 3, 'record': True}, headers=h).json()
+            assert [x['name'] for x in got] == [plain[4], plain[3], plain[0]]
+            assert len(srv.requests) == 1 and srv.requests[-1]['body']['messages'][-1]['content'].count('<<<data id=') == 5
+            off = c.post('/search', json={'query': Q, 'limit': 3, 'rerank': False}, headers=h).json()
+            assert len(srv.requests) == 1                                          # no model call
+            with Store(home/'multis.db') as st:
+                seen = {r[0] for r in st.conn.execute('SELECT chunk_id FROM access_history')}
+            assert seen == {x['chunk_id'] for x in got}                            # the kept hits only
+            srv.fail(500, times=10)
+            kept = c.post('/search', json={'query': Q, 'limit': 3}, headers=h)
+            assert kept.status_code == 200 and [x['name'] for x in kept.json()] == [x['name'] for x in off]   # search order
+
+def test_the_mcp_search_tool_applies_the_configured_rerank_stage(tmp_path):
+    import anyio
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    multis = str(Path(sys.executable).parent/'multis')
+    with FakeLLMServer() as srv:
+        srv.reply = lambda body: '3'
+        home, plain = _rerank_home(tmp_path, srv.url)
+        async def go():
+            env = {'MULTIS_HOME': str(home), **{k: os.environ[k] for k in ('PYTHONPATH',) if k in os.environ}}
+            params = StdioServerParameters(command=multis, args=['mcp'], env=env)
+            async with stdio_client(params) as (r, w):
+                async with ClientSession(r, w) as s:
+                    await s.initialize()
+                    return (await s.call_tool('search', {'query': Q, 'limit': 2})).structured_content['result']
+        got = anyio.run(go)
+        assert [h['name'] for h in got] == [plain[2], plain[0]] and len(srv.requests) == 1

@@ -60,7 +60,7 @@ def reranker_for(cfg:dict, provider=None)->Reranker|None:
 log = logging.getLogger(__name__)
 
 def rerank_options(cfg:dict, provider=None)->dict:
-    "`reranker` and `rerank_top` for `ask` from `search.rerank`; one that cannot be built is logged and left out"
+    "`reranker` and `rerank_top` (for `ask`, `search_reranked`) from `search.rerank`; one that cannot be built is logged and left out"
     try: r, rr = check_rerank(cfg), reranker_for(cfg, provider)
-    except MultisError as e: log.warning("answering without a rerank stage: %s", e); return {}
+    except MultisError as e: log.warning("no rerank stage: %s", e); return {}
     return {'reranker': rr, 'rerank_top': r['top']} if rr else {}

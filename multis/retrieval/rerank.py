@@ -4,7 +4,7 @@
 
 # %% auto 0
 __all__ = ['log', 'RERANK_PROVIDERS', 'RERANK_TOP', 'PASSAGE_CHARS', 'SEMANTIC_HINT', 'RerankError', 'passage', 'Reranker',
-           'rerank_hits', 'CrossEncoderReranker', 'check_rerank', 'make_reranker']
+           'rerank_hits', 'search_reranked', 'CrossEncoderReranker', 'check_rerank', 'make_reranker']
 
 # %% ../../nbs/22a_retrieval.rerank.ipynb 2
 import logging, os, threading
@@ -47,6 +47,21 @@ def rerank_hits(reranker:Reranker|None, query:str, hits:list,
     return out
 
 # %% ../../nbs/22a_retrieval.rerank.ipynb 13
+def search_reranked(store, query:str,
+                    limit:int=10,               # hits to return
+                    reranker:Reranker|None=None, # None: the search order
+                    rerank_top:int=RERANK_TOP,  # how many first hits it reorders
+                    record:bool=False,          # record the hits kept as accesses
+                    **kw,                       # the rest of `store.search`'s options (scopes, decay, fusion...)
+                   )->list:
+    "`store.search`, then its first `rerank_top` hits reordered by `reranker`, cut to `limit`"
+    if reranker is None: return store.search(query, limit=limit, record=record, **kw)
+    hits = store.search(query, limit=max(limit, rerank_top), record=False, **kw)
+    hits = rerank_hits(reranker, query, hits, rerank_top)[:limit]
+    if record and hits: store.record_access([h.chunk_id for h in hits], query, now=kw.get('now'), decay=kw.get('decay', 0.5))
+    return hits
+
+# %% ../../nbs/22a_retrieval.rerank.ipynb 16
 _models, _lock = {}, threading.Lock()
 SEMANTIC_HINT = "pip install 'multis[semantic]'"
 
@@ -66,7 +81,7 @@ def _load_cross_encoder(model:str, max_length:int):
         _models[key] = m
         return m
 
-# %% ../../nbs/22a_retrieval.rerank.ipynb 14
+# %% ../../nbs/22a_retrieval.rerank.ipynb 17
 class CrossEncoderReranker(Reranker):
     "A sentence-transformers cross-encoder: one relevance score per (query, passage) pair"
     def __init__(self, model:str, max_length:int=512, batch_size:int=16):
@@ -89,7 +104,7 @@ class CrossEncoderReranker(Reranker):
         if getattr(s, 'ndim', 1) != 1: raise RerankError(f"{self.name} gives {s.shape[-1]} scores per pair; a reranking cross-encoder gives one")
         return [float(x) for x in s]
 
-# %% ../../nbs/22a_retrieval.rerank.ipynb 17
+# %% ../../nbs/22a_retrieval.rerank.ipynb 20
 def check_rerank(cfg:dict)->dict:
     "The `search.rerank` settings with defaults filled in; a `MultisError` naming a bad value"
     r = ((cfg or {}).get('search') or {}).get('rerank') or {}

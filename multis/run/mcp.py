@@ -23,6 +23,8 @@ from starlette.routing import Route
 from ..core import MultisError, chunk_to_dict, multis_home
 from ..config import load_config, redact_url, store_url
 from ..retrieval.search import check_scopes
+from ..retrieval.rerank import search_reranked
+from ..answer.rerank import rerank_options
 from ..answer.prompts import excerpt, source_label
 from ..documents.indexer import IndexLimits
 from ..memory.capture import forget, remember
@@ -46,7 +48,7 @@ class Session:
         cfg = cfg if cfg is not None else load_config(home/'config.json')
         self.access, self.transport = access or Access(), 'stdio'
         self.state = SimpleNamespace(pool=StorePool(store_path, cfg), cfg=cfg, home=home, provider=provider,
-                                     limits=IndexLimits.from_config(cfg))
+                                     limits=IndexLimits.from_config(cfg), rerank=rerank_options(cfg, provider))
 
     def close(self): self.state.pool.close()
 
@@ -103,7 +105,7 @@ def search_hits(req, access:Access, query:str, limit:int=10, scopes:list|None=No
     "Hits inside the caller's scopes, each with its citation label, section path, pages, score parts and an excerpt"
     sc, st = read_scopes(access, scopes), req.app.state.pool.get()
     opts = search_options(req.app, SearchRequest.model_construct(query=query, limit=limit))
-    hits = st.search(query, limit=limit, scopes=sc, **opts)
+    hits = search_reranked(st, query, limit=limit, scopes=sc, **opts, **req.app.state.rerank)
     note(req, hits=len(hits))
     return [_hit_out(h, query) for h in hits]
 

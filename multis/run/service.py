@@ -26,6 +26,8 @@ from ..config import cfg_get, load_config, store_url
 from ..retrieval.store import Store, open_store
 from ..documents.indexer import IndexLimits, index_directory, index_file, index_upload
 from ..answer.ask import ask_config
+from ..answer.rerank import rerank_options
+from ..retrieval.rerank import search_reranked
 from ..memory.chat import ChatMemory, cleanup_temp
 from ..memory.capture import forget, log_message, remember
 from ..memory.facts import FactStore, ABSENT
@@ -78,6 +80,7 @@ class SearchRequest(BaseModel):
     prf_docs:Optional[int] = Field(None, ge=0, le=100, description='pseudo-relevance feedback from this many top rows (0: off)')
     prf_terms:Optional[int] = Field(None, ge=1, le=100, description='words feedback adds')
     prf_weight:Optional[float] = Field(None, ge=0, le=1, description="the feedback words' BM25 share")
+    rerank:bool = Field(True, description='reorder the first hits by the rerank stage search.rerank configures (false: the search order)')
     record:bool = Field(False, description='record the hits as accesses')
 
 # %% ../../nbs/82_run.service.ipynb 11
@@ -179,7 +182,8 @@ def create_app(store_path:str|Path,          # the database file
                   docs_url=None, redoc_url=None, openapi_url=None)
     app.router.route_class = StrictRoute
     app.state.__dict__.update(pool=StorePool(store_path, cfg), cfg=cfg, home=home, provider=provider, hosts=allowed_hosts(cfg),
-                              tokens=token_table(cfg, home), limits=IndexLimits.from_config(cfg))
+                              tokens=token_table(cfg, home), limits=IndexLimits.from_config(cfg),
+                              rerank=rerank_options(cfg, provider))
     for exc, handler in ERROR_HANDLERS: app.add_exception_handler(exc, handler)
     app.add_middleware(UploadCap, path='/index/upload', max_bytes=app.state.limits.max_bytes)
     app.add_middleware(HostCheck, hosts=app.state.hosts)
@@ -205,7 +209,8 @@ def _search_routes(app:FastAPI):
     def search(r:SearchRequest, request:Request, access:Access=Depends(caller)):
         note(request, chars=len(r.query), scopes=r.scopes)
         scopes, st = read_scopes(access, r.scopes), request.app.state.pool.get()
-        hits = st.search(r.query, limit=r.limit, scopes=scopes, record=r.record, **search_options(request.app, r))
+        rr = request.app.state.rerank if r.rerank else {}
+        hits = search_reranked(st, r.query, limit=r.limit, scopes=scopes, record=r.record, **search_options(request.app, r), **rr)
         note(request, hits=len(hits))
         return _hits(hits)
 
