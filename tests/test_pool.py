@@ -53,8 +53,25 @@ def test_a_small_folder_starts_no_other_process(tmp_path, pools):
     for i in range(3): (d/f'{i}.md').write_text(f'# Note {i}\nBees {i}\n')
     with Store(tmp_path/'m.db') as st:
         assert len(index_directory(st, d, progress=False, limits=IndexLimits(workers=4)).indexed) == 3
-        assert len(index_directory(st, d, progress=False, limits=IndexLimits(workers=4)).unchanged) == 3
-    assert [p.size for p in pools] == [1, 1] and pools[0].workers == [parse_worker()] and pools[1].workers == []
+        assert pools[0].workers == []                                   # plain notes: parsed in this process
+        (d/'3.md').write_text('# Note 3\n- a list\n')                   # not plain Markdown: to a worker
+        s = index_directory(st, d, progress=False, limits=IndexLimits(workers=4))
+        assert (len(s.indexed), len(s.unchanged)) == (1, 3) and st.search('list')[0].file_path == str(d/'3.md')
+    assert [p.size for p in pools] == [1, 1] and pools[1].workers == [parse_worker()]   # this process's own worker only
+
+def test_plain_notes_are_parsed_here_while_the_workers_start(tmp_path, pools, monkeypatch):
+    "A big folder of plain notes: the first parsed in this process until a worker is up, the rest by the workers; the same rows"
+    d = tmp_path/'docs'; notes(d, 300, 20_000)                              # 6 MB: the pool is warmed (`START_BYTES`)
+    here, parse_here = [], ix.parse_here
+    monkeypatch.setattr(ix, 'parse_here', lambda p, *a: here.append(p) or parse_here(p, *a))
+    parse_worker().stop()                                                   # as in a new `multis index` process
+    with Store(tmp_path/'mixed.db') as mixed, Store(tmp_path/'workers.db') as workers:
+        s = index_directory(mixed, d, progress=False, limits=IndexLimits(workers=2))
+        assert pools[0].warming and len(s.indexed) == 300 and 0 < len(here) < 300
+        assert here == [p for p in sorted(d.glob('*.md'))][:len(here)]     # the first files, until a worker was up
+        monkeypatch.setattr(ix, 'cheap_to_parse', lambda *a: False)
+        index_directory(workers, d, progress=False, limits=IndexLimits(workers=2))
+        assert len(here) == len(set(here)) and stored(mixed) == stored(workers)
 
 # --- Ctrl-C in the middle of a pooled run
 

@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from ..core import DocChunk, MultisError, ParseError, multis_home
 from .parsers import SUPPORTED, check_file, parse_file
 from .ocr import OcrOptions
-from .worker import ParsePool, parse_with_timeout
+from .worker import ParsePool, cheap_to_parse, parse_here, parse_with_timeout
 from .chunker import prepare_chunks
 from ..retrieval.store import Store
 from ..retrieval.search import check_scopes
@@ -134,6 +134,15 @@ def _read(parse, path:Path, found:tuple, scope:str, limits:IndexLimits, force:bo
     res = parse(real, limits, scope, not sha, False)   # the worker checks the file, and hashes it if need be
     return _item(path, found, scope, limits, (res, sha) if sha else res)
 
+def _cheap(found:tuple)->bool:
+    "A regular file small and plain enough to parse in this process (`cheap_to_parse`)"
+    real, _, st = found
+    return stat.S_ISREG(st.st_mode) and cheap_to_parse(real, st.st_size)
+
+def _parse_here(path:Path, limits, scope=None, digest=False, precheck=True)->list:
+    "`parse_here`, called as `_read` calls a worker's parse"
+    return parse_here(path, limits, scope, digest)
+
 # %% ../../nbs/12_documents.indexer.ipynb 17
 def _item(path:Path, found:tuple, scope:str, limits:IndexLimits, res)->tuple:
     "(IndexResult, item to store) of a file parsed into `res`, `(chunks, sha256)` (or the `ParseError` to raise)"
@@ -149,7 +158,7 @@ def read_file(store:Store, path:Path, scope:str, limits:IndexLimits, force:bool=
               path_check=None, writable=None)->tuple:
     "(IndexResult, (file_path, chunks, state) to store, or None when the file is unchanged)"
     res, found = _look(store, path, scope, force, path_check, writable)
-    return (res, None) if res else _read(parse_with_timeout, path, found, scope, limits, force)
+    return (res, None) if res else _read(_parse_here if _cheap(found) else parse_with_timeout, path, found, scope, limits, force)
 
 def index_file(store:Store, path:str|Path,  # the file to index
                scope:str='kb',               # kb, admin or user:<chatId>
@@ -242,7 +251,9 @@ def read_files(store:Store, files:list, # (path, scope) pairs
               ):
     "Yield (IndexResult, item to store or None) for each file, in order; the files parsed by a pool of workers"
     looked = [(p, s, _safely(p, _look, store, p, s, force, path_check, writable)) for p, s in files]
-    pool, todo, job = ParsePool(pool_size(limits.workers, [f[2].st_size for *_, (_, f) in looked if f])), deque(), []
+    sizes = [f[2].st_size for *_, (_, f) in looked if f]
+    pool, todo, job = ParsePool(pool_size(limits.workers, sizes)), deque(), []
+    if sum(sizes) >= START_BYTES: pool.warm()   # worth its workers: start them now; cheap files are parsed here meanwhile
     def send():                 # the new small files gathered, as one job: (future, index) each
         if job: f = pool.submit(_read_new, pool.parse_many, job[:], limits); todo.extend((f, i) for i in range(len(job))); job.clear()
     def ready(): return todo[0][0] is None or todo[0][0].done()
@@ -254,9 +265,12 @@ def read_files(store:Store, files:list, # (path, scope) pairs
         return i if f is None else f.result() if i is None else f.result()[i]
     try:
         for p, s, (r, found) in looked:
-            if not (found and _batchable(found) and (not job or job[0][2] == s)): send()
+            if found and not pool.warmed and _cheap(found):   # no worker is up: parsed here, at once
+                send(); todo.append((None, _safely(p, _read, _parse_here, p, found, s, limits, force))); found = None
+            elif not (found and _batchable(found) and (not job or job[0][2] == s)): send()
             if found and _batchable(found): job.append((p, found, s))
-            else: todo.append((pool.submit(_read_in_pool, p, found, s, limits, force), None) if found else (None, (r, None)))
+            elif found: todo.append((pool.submit(_read_in_pool, p, found, s, limits, force), None))
+            elif r: todo.append((None, (r, None)))
             if len(job) >= JOB_FILES: send()
             while todo and (len(todo) > ahead or ready()): yield first()
         send()
