@@ -103,7 +103,10 @@ def test_ctrl_c_in_a_pooled_run_leaves_a_consistent_database(tmp_path):
     ns = [str(f) for f in notes(d, 1500, 8_000)]; n = len(ns)
     env, db = {**os.environ, 'MULTIS_HOME': str(home)}, home/'multis.db'
     cmd = [str(Path(sys.executable).parent/'multis'), 'index', str(d), '--scope', 'kb', '--quiet']
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C's default action in the child, even when these tests run with SIGINT ignored (started with `&` by a shell
+    # without job control, as a CI script may be): an ignored signal stays ignored through exec
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     def files_stored():
         try:
             con = sqlite3.connect(f'file:{db}?mode=ro', uri=True)
