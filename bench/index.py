@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/index.py              # 10,000 chunks, 3 interleaved repeats, about a minute
     .venv/bin/python bench/index.py --n 50000 --repeats 5
-    .venv/bin/python bench/index.py --workers 1,2,4   # the pool sizes to time (default 1,2,4)
+    .venv/bin/python bench/index.py --workers 0,1,2,4 # the pool sizes to time (default 0,1,2,4; 0: the default size)
     .venv/bin/python bench/index.py --pdfs ../shared/docs --copies 10 --workers 1,2,4   # PDF-heavy folders
 
 Generated Markdown files (a title, then 20 sections of Zipf text each) are parsed and chunked once to get the rows;
@@ -17,7 +17,9 @@ every variant then writes those same rows into a fresh database in a temporary f
                     replace_files per 50 files, one transaction each (what index_directory did before its pool)
   index_directory, N workers   the whole pipeline from the files: the files parsed and chunked by a pool of N
                     workers (`indexing.workers`) while this thread stores them (50 files inserted at a time, into a
-                    transaction committed about once a second or when no parsed file is waiting)
+                    transaction committed about once a second or when no parsed file is waiting); plain notes are
+                    parsed in this process until a worker is up (`cheap_to_parse`)
+  index_directory, default (N)  the same with `indexing.workers` 0: for text alone, one worker fewer than cores
 With --pdfs FOLDER (e.g. ../shared/docs), the PDFs of FOLDER are copied --copies times (10) into a temporary folder
 and index_directory is timed on them with each pool size, interleaved, beside 1 worker: PDF parsing costs far more
 than storing, so this shows how the pool scales with the cores.
@@ -32,7 +34,7 @@ from _common import machine, synthetic_chunks
 from multis.retrieval.store import Store, FTS_TOKENIZE
 
 try:
-    from multis.documents.indexer import index_directory, file_sha256, prepare_chunks, parse_with_timeout, IndexLimits
+    from multis.documents.indexer import index_directory, file_sha256, prepare_chunks, parse_with_timeout, IndexLimits, pool_size, JOB_BYTES
     from multis.documents.worker import parse_worker
 except ImportError: index_directory = None
 
@@ -140,7 +142,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--n', type=int, default=10_000, help='sections to generate (chunks: a few more, long ones split)')
     ap.add_argument('--repeats', type=int, default=3)
-    ap.add_argument('--workers', default='1,2,4', help='pool sizes (indexing.workers) to time index_directory with')
+    ap.add_argument('--workers', default='0,1,2,4', help='pool sizes (indexing.workers, 0: the default) to time index_directory with')
     ap.add_argument('--pdfs', help='time index_directory on the PDFs of this folder instead (e.g. ../shared/docs)')
     ap.add_argument('--copies', type=int, default=10, help='copies of each PDF (with --pdfs)')
     args = ap.parse_args(argv)
@@ -154,7 +156,8 @@ def main(argv=None):
         variants = {'bare FTS5': bare, 'Store.save': save, 'replace_file': replace_each, 'replace_files x50': replace_batched,
                     'replace_files x50, 1 txn': replace_in_one,
                     'serial, x50': batched_pipeline(docs)}
-        for w in map(int, args.workers.split(',')): variants[f'index_directory, {w} workers'] = pipeline(docs, w)
+        for w in map(int, args.workers.split(',')):
+            variants[f'index_directory, {w} workers' if w else f'index_directory, default ({pool_size(0, [JOB_BYTES] * 100, True)})'] = pipeline(docs, w)
         times = {k: [] for k in variants}
         for r in range(args.repeats):
             names = list(variants)[r % len(variants):] + list(variants)[:r % len(variants)]
