@@ -135,6 +135,7 @@ def _read(parse, path:Path, found:tuple, scope:str, limits:IndexLimits, force:bo
     res = parse(real, limits, scope, not sha, False)   # the worker checks the file, and hashes it if need be
     return _item(path, found, scope, limits, (res, sha) if sha else res)
 
+# %% ../../nbs/12_documents.indexer.ipynb 17
 def _cheap(found:tuple)->bool:
     "A regular file small and plain enough to parse in this process (`cheap_to_parse`)"
     real, _, st = found
@@ -144,7 +145,7 @@ def _parse_here(path:Path, limits, scope=None, digest=False, precheck=True)->lis
     "`parse_here`, called as `_read` calls a worker's parse"
     return parse_here(path, limits, scope, digest)
 
-# %% ../../nbs/12_documents.indexer.ipynb 17
+# %% ../../nbs/12_documents.indexer.ipynb 18
 def _item(path:Path, found:tuple, scope:str, limits:IndexLimits, res)->tuple:
     "(IndexResult, item to store) of a file parsed into `res`, `(chunks, sha256)` (or the `ParseError` to raise)"
     if isinstance(res, Exception): raise res
@@ -154,7 +155,7 @@ def _item(path:Path, found:tuple, scope:str, limits:IndexLimits, res)->tuple:
     state = dict(size=st.st_size, mtime=st.st_mtime, sha256=res[1], scope=scope, document_type=SUPPORTED.get(real.suffix.lower()))
     return IndexResult(str(path), 'indexed', len(chunks), note=note), (str(path), chunks, state)
 
-# %% ../../nbs/12_documents.indexer.ipynb 20
+# %% ../../nbs/12_documents.indexer.ipynb 21
 def read_file(store:Store, path:Path, scope:str, limits:IndexLimits, force:bool=False, *,
               path_check=None, writable=None)->tuple:
     "(IndexResult, (file_path, chunks, state) to store, or None when the file is unchanged)"
@@ -175,7 +176,7 @@ def index_file(store:Store, path:str|Path,  # the file to index
     if item: store.replace_files([item])
     return res
 
-# %% ../../nbs/12_documents.indexer.ipynb 27
+# %% ../../nbs/12_documents.indexer.ipynb 28
 @dataclass
 class IndexSummary:
     "What indexing a folder did"
@@ -193,7 +194,7 @@ class IndexSummary:
         notes = [f"  note: {Path(r.path).name}: {r.note}" for r in self.indexed if r.note]
         return '\n'.join([s] + notes + [f"  failed: {r.error}" for r in self.failed])
 
-# %% ../../nbs/12_documents.indexer.ipynb 28
+# %% ../../nbs/12_documents.indexer.ipynb 29
 def find_documents(folder:Path, recursive:bool=True)->list:
     "Supported files under `folder`, sorted, without hidden or lock files"
     files = folder.rglob('*') if recursive else folder.glob('*')
@@ -203,7 +204,7 @@ def find_documents(folder:Path, recursive:bool=True)->list:
                 and not any(part.startswith('.') for part in rel))
     return sorted(p for p in files if keep(p))
 
-# %% ../../nbs/12_documents.indexer.ipynb 29
+# %% ../../nbs/12_documents.indexer.ipynb 30
 def _safely(p:Path, fn, *args)->tuple:
     "`fn(*args)`, with any refusal or read error as a failed `IndexResult` for `p`"
     try: return fn(*args)
@@ -214,7 +215,7 @@ def _read_in_pool(parse, p:Path, *args)->tuple:
     "`_read`, in a thread of a `ParsePool`, with its `parse`"
     return _safely(p, _read, parse, p, *args)
 
-# %% ../../nbs/12_documents.indexer.ipynb 31
+# %% ../../nbs/12_documents.indexer.ipynb 32
 START_BYTES = 4 << 20   # about what starting a worker costs (~0.3 s of CPU) in parsing time
 
 def cores()->int:
@@ -230,7 +231,7 @@ def pool_size(workers:int,  # `indexing.workers` (0: one per core)
     n = int(workers) or (max(1, cores() - 1) if text_only else cores())
     return max(1, min(n, len(sizes), -(-sum(sizes) // START_BYTES)))
 
-# %% ../../nbs/12_documents.indexer.ipynb 34
+# %% ../../nbs/12_documents.indexer.ipynb 35
 JOB_FILES, JOB_BYTES = 16, 256 << 10   # new text files up to 256 KB go to a worker 16 at a time
 TEXT_KINDS = ('.md', '.markdown', '.txt')
 
@@ -245,7 +246,7 @@ def _read_new(parse, parse_many, batch:list, limits:IndexLimits)->list:
     except MultisError as e: res = [e] * len(batch)
     return [_safely(p, _item, p, f, s, limits, r) for (p, f, s), r in zip(batch, res)]
 
-# %% ../../nbs/12_documents.indexer.ipynb 36
+# %% ../../nbs/12_documents.indexer.ipynb 37
 IDLE_WAIT = 0.1   # seconds a file not read yet is waited for before `read_files` says so again
 
 def read_files(store:Store, files:list, # (path, scope) pairs
@@ -282,7 +283,7 @@ def read_files(store:Store, files:list, # (path, scope) pairs
     except BaseException: pool.close(kill=True); raise
     pool.close()
 
-# %% ../../nbs/12_documents.indexer.ipynb 38
+# %% ../../nbs/12_documents.indexer.ipynb 39
 log = logging.getLogger(__name__)
 
 class _Embedding:
@@ -301,7 +302,7 @@ class _Embedding:
                 self.done.put([(cid, s, text_hash(t), v) for (cid, s, _, _), t, v in zip(rows, texts, self.embedder.embed(texts))])
             except Exception as e: self.failed = e
 
-# %% ../../nbs/12_documents.indexer.ipynb 39
+# %% ../../nbs/12_documents.indexer.ipynb 40
 @patch
 def add(self:_Embedding, chunk_ids:list):
     "Queue the chunks just stored that have no vector from this embedder; save the vectors made so far"
@@ -316,7 +317,7 @@ def save(self:_Embedding):
         try: self.store.save_vectors(self.embedder.name, self.done.get_nowait())
         except queue.Empty: return
 
-# %% ../../nbs/12_documents.indexer.ipynb 40
+# %% ../../nbs/12_documents.indexer.ipynb 41
 @patch
 def finish(self:_Embedding, wait:bool=True):
     "Save the last vectors (`wait`), or leave the thread to end after its batch; a failed embedder only warns"
@@ -325,7 +326,7 @@ def finish(self:_Embedding, wait:bool=True):
     self.thread.join(); self.save()
     if self.failed: log.warning("%s: chunks saved without vectors (%s)", self.store.path, self.failed)
 
-# %% ../../nbs/12_documents.indexer.ipynb 44
+# %% ../../nbs/12_documents.indexer.ipynb 45
 COMMIT_SECONDS, BATCH_FILES, BULK_ROWS = 1.0, 50, 200   # a transaction about once a second; files inserted at once within it;
                                                         # fewer chunks are upserted one by one (`Store.replace_files(bulk=)`)
 
@@ -345,7 +346,7 @@ class _Writer:
             if typ is not None: self.txn.__exit__(typ, e, tb)   # an error: the transaction left open is rolled back
             if self.emb: self.emb.finish(wait=typ is None)
 
-# %% ../../nbs/12_documents.indexer.ipynb 45
+# %% ../../nbs/12_documents.indexer.ipynb 46
 @patch
 def insert(self:_Writer):
     "Insert the batch into the open transaction (opening one)"
@@ -363,7 +364,7 @@ def commit(self:_Writer):
     self.txn.close(); self.began = None
     if self.emb and self.ids: self.emb.add(self.ids); self.ids = []
 
-# %% ../../nbs/12_documents.indexer.ipynb 46
+# %% ../../nbs/12_documents.indexer.ipynb 47
 @patch
 def take(self:_Writer, item:tuple):
     "Take one file read `(file_path, chunks, state)`; store and commit when it is time"
@@ -379,7 +380,7 @@ def idle(self:_Writer, waited:bool=False):
     if waited: self.commit()
     elif sum(len(cs) for _, cs, _ in self.batch) >= BULK_ROWS: self.insert()
 
-# %% ../../nbs/12_documents.indexer.ipynb 49
+# %% ../../nbs/12_documents.indexer.ipynb 50
 def index_files(store:Store, files:list,    # (path, scope) pairs
                 limits:IndexLimits|None=None, force:bool=False,
                 per_transaction:int|None=None, # files stored per transaction (None: see `COMMIT_SECONDS`)
@@ -393,7 +394,7 @@ def index_files(store:Store, files:list,    # (path, scope) pairs
             if item: w.take(item)
     return out
 
-# %% ../../nbs/12_documents.indexer.ipynb 50
+# %% ../../nbs/12_documents.indexer.ipynb 51
 def index_directory(store:Store, folder:str|Path, # the folder to index
                     scope:str='kb',                # scope for every file in it
                     recursive:bool=True,           # include subfolders
@@ -413,7 +414,7 @@ def index_directory(store:Store, folder:str|Path, # the folder to index
     res.removed = _remove_missing(store, folder, recursive, writable)
     return res
 
-# %% ../../nbs/12_documents.indexer.ipynb 51
+# %% ../../nbs/12_documents.indexer.ipynb 52
 def _remove_missing(store:Store, folder:Path, recursive:bool, writable=None)->list:
     "Remove the files indexed from `folder` (in a scope the caller may change) that are gone from the disk"
     gone = [f['file_path'] for f in store.files() if (writable is None or f['scope'] in writable) and
@@ -422,7 +423,7 @@ def _remove_missing(store:Store, folder:Path, recursive:bool, writable=None)->li
     for f in gone: store.delete_file(f)
     return gone
 
-# %% ../../nbs/12_documents.indexer.ipynb 56
+# %% ../../nbs/12_documents.indexer.ipynb 57
 def _safe_name(filename:str)->str:
     name = re.sub(r'[\x00-\x1f/\\:]+', '_', Path(str(filename).replace('\\', '/')).name).strip(' .')
     return name or 'upload'

@@ -383,6 +383,7 @@ def start(self:ParseWorker):
     with self.lock:
         if self.pid is None: self.stop(); self._start()
 
+# %% ../../nbs/10a_documents.worker.ipynb 61
 @patch
 def warm(self:ParsePool)->ParsePool:
     "Start all `size` workers now, in the pool's threads"
