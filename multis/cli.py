@@ -101,11 +101,12 @@ def search(query:str,                            # what to look for
            limit:int=10,                         # number of hits
            json_out:Param("print the hits as JSON", bool)=False,
            no_record:bool=False,                 # do not record the hits as accesses
+           no_rerank:bool=False,                 # leave out the rerank stage search.rerank configures
            db:str=None,                          # a store path or URL (default: MULTIS_DATABASE_URL, store.url, <home>/multis.db)
           )->int:
     "Search the indexed documents and memory (with the rerank stage `search.rerank` configures)"
     cfg, scopes = load_config(), check_scopes(scope) if scope else None
-    opts, rr = search_options(cfg), rerank_options(cfg)
+    opts, rr = search_options(cfg), {} if no_rerank else rerank_options(cfg)
     with _store(db) as st:
         hits = search_reranked(st, query, limit=limit, scopes=scopes, record=not no_record, **opts, **rr)
     if json_out: print(json.dumps([h.to_json() for h in hits], ensure_ascii=False, indent=1)); return 0

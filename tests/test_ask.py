@@ -125,8 +125,11 @@ def test_search_applies_the_rerank_stage(home):
     with FakeLLMServer() as srv:
         srv.reply = '2, 3, 1'
         (home/'config.json').write_text(json.dumps({'llm': PROVIDERS['openai'](srv.url), 'search': {'rerank': {'provider': 'llm', 'top': 3}}}))
-        try: r = multis('search', 'pairing code phone', '--json', '--limit', '2', '--no-record', home=home)
+        try:
+            r = multis('search', 'pairing code phone', '--json', '--limit', '2', '--no-record', home=home)
+            off = multis('search', 'pairing code phone', '--json', '--limit', '2', '--no-record', '--no-rerank', home=home)
         finally: (home/'config.json').unlink()
+    assert [h['chunk_id'] for h in json.loads(off.stdout)] == [h['chunk_id'] for h in plain[:2]]   # the search order
     assert r.returncode == 0, r.stderr
     assert [h['chunk_id'] for h in json.loads(r.stdout)] == [plain[1]['chunk_id'], plain[2]['chunk_id']]
     assert len(srv.requests) == 1 and srv.requests[0]['body']['messages'][-1]['content'].count('<<<data id=') == 3
