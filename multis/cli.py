@@ -164,8 +164,7 @@ def eval_(path:str,          # a BEIR-format folder (corpus.jsonl, queries.jsonl
         if hasattr(reranker, 'check'): reranker.check()   # a model that is not there: one line now, not 300 warnings
         if not json_out: print(f"rerank: {reranker.name}, the first {cfg['rerank']['top']} hits of each query")
     res = evaluate_beir(path, split, ks=(k, 100) if k < 100 else (k,), progress=not json_out, embedder=embedder, db=db,
-                        candidate_factor=cfg['candidate_factor'], bm25_weights=tuple(cfg['bm25_weights']),
-                        **{k: cfg[k] for k in ('fusion', 'rrf_k', 'prf_docs', 'prf_terms', 'prf_weight')},
+                        **search_options(full),
                         **({'vector_weight': vector_weight(full)} if embedder else {}),
                         **({'reranker': reranker, 'rerank_top': cfg['rerank']['top']} if reranker else {}))
     if json_out: print(json.dumps({**res, **({'rerank': reranker.name} if reranker else {})})); return 0

@@ -13,7 +13,7 @@ from .llm import LLMError, make_provider
 from .prompts import build_prompt, excerpt, safe_label, source_label
 from ..retrieval.search import query_terms
 from ..retrieval.store import Store
-from ..retrieval.rerank import RERANK_TOP, rerank_hits
+from ..retrieval.rerank import RERANK_TOP, search_reranked
 from .rerank import rerank_options
 
 # %% ../../nbs/32_answer.ask.ipynb 5
@@ -67,8 +67,7 @@ def ask(question:str,             # the user's question
     "Answer a question from the documents the caller may see, citing them"
     if not question or not question.strip(): raise MultisError("ask needs a question, e.g. /ask how do I pair my phone")
     now = time.time() if now is None else now
-    hits = store.search(question, limit=max(limit, rerank_top) if reranker else limit, scopes=scopes, now=now, **(search_opts or {}))
-    hits = rerank_hits(reranker, question, hits, rerank_top)[:limit]
+    hits = search_reranked(store, question, limit, reranker, rerank_top, scopes=scopes, now=now, **(search_opts or {}))
     if provider is None: ans = _fallback(question, hits, (why_no_model or no_model_note()) if detail else PUBLIC_NOTE)
     else: ans = _generate(question, hits, provider, memory, recent, max_chars, detail, contact)
     if record and ans.hits: store.record_access([h.chunk_id for h in ans.hits], question, now=now)

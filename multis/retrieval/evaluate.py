@@ -13,7 +13,7 @@ from .ranking import load_beir, evaluate
 from .store import Store, open_store
 from .search import query_terms
 from .vectors import embed_pending
-from .rerank import RERANK_TOP, rerank_hits
+from .rerank import RERANK_TOP, search_reranked
 
 # %% ../../nbs/25_retrieval.evaluate.ipynb 5
 def corpus_chunks(corpus:dict, scope:str='kb')->list:
@@ -37,8 +37,7 @@ def search_fn(store:Store,
               **opts):                # search options
     "A `(query, k) -> [doc_id]` function over a BEIR store, with search options `opts` (and a rerank stage)"
     def run(q:str, k:int)->list:
-        hits = store.search(q, limit=max(k, rerank_top) if reranker else k, **opts)
-        hits = rerank_hits(reranker, q, hits, rerank_top)[:k]
+        hits = search_reranked(store, q, k, reranker, rerank_top, **opts)
         return list(dict.fromkeys(h.chunk.metadata.get('doc_id', h.chunk_id) for h in hits))
     return run
 
