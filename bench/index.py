@@ -9,6 +9,7 @@ Generated Markdown files (a title, then 20 sections of Zipf text each) are parse
 every variant then writes those same rows into a fresh database in a temporary folder, the variants interleaved:
   bare FTS5         executemany into fts5(name, content, section_path, tokenize='porter unicode61'), one transaction
   Store.save        all chunks in one call (one transaction)
+  Store.save, 2 MB cache   the same with SQLite's default page cache instead of the store's 64 MB (`CACHE_MB`)
   replace_file      one call (one transaction) per file, as the indexer stores a file
   replace_files x50 one call (one transaction) per 50 files
   replace_files x50, 1 txn   one call per 50 files, all in one transaction: index_directory's writer on a run that
@@ -36,6 +37,7 @@ from multis.retrieval.store import Store, FTS_TOKENIZE
 try:
     from multis.documents.indexer import index_directory, file_sha256, prepare_chunks, parse_with_timeout, IndexLimits, pool_size, JOB_BYTES
     from multis.documents.worker import parse_worker
+    import multis.documents.indexer as ix
 except ImportError: index_directory = None
 
 def children_cpu()->float:
@@ -73,6 +75,11 @@ def bare(db:Path, files:dict, states:dict):
 def save(db:Path, files:dict, states:dict):
     with Store(db) as st: st.save([c for cs in files.values() for c in cs])
 
+def save_small_cache(db:Path, files:dict, states:dict):
+    "`Store.save` with SQLite's default page cache (2 MB) instead of the store's `CACHE_MB`"
+    with Store(db) as st:
+        st.conn.execute('PRAGMA cache_size = -2000'); st.save([c for cs in files.values() for c in cs])
+
 def replace_each(db:Path, files:dict, states:dict):
     with Store(db) as st:
         for p, cs in files.items(): st.replace_file(p, cs, states[p])
@@ -97,11 +104,17 @@ def batched_pipeline(folder:Path, per:int=50):
                 st.replace_files([(str(p), parsed([p])[str(p)], state(str(p))) for p in paths[i:i+per]])
     return run
 
-def pipeline(folder:Path, workers:int):
+HERE = {}   # variant -> files parsed in this process, one count per run
+
+def pipeline(folder:Path, workers:int, name:str):
     def run(db:Path, files:dict, states:dict):
-        with Store(db) as st:
-            s = index_directory(st, folder, progress=False, limits=IndexLimits(workers=workers))
+        n, parse_here = [0], ix.parse_here
+        ix.parse_here = lambda *a: n.__setitem__(0, n[0] + 1) or parse_here(*a)   # counted: files parsed in this process
+        try:
+            with Store(db) as st: s = index_directory(st, folder, progress=False, limits=IndexLimits(workers=workers))
+        finally: ix.parse_here = parse_here
         assert not s.failed, s
+        HERE.setdefault(name, []).append(n[0])
     return run
 
 def pdf_folder(src:Path, dest:Path, copies:int)->int:
@@ -153,11 +166,12 @@ def main(argv=None):
         docs = Path(d)/'docs'; docs.mkdir()
         files = parsed(write_markdown(docs, args.n)); parse_worker().stop()
         states, n = {p: state(p) for p in files}, sum(len(cs) for cs in files.values())
-        variants = {'bare FTS5': bare, 'Store.save': save, 'replace_file': replace_each, 'replace_files x50': replace_batched,
+        variants = {'bare FTS5': bare, 'Store.save': save, 'Store.save, 2 MB cache': save_small_cache, 'replace_file': replace_each, 'replace_files x50': replace_batched,
                     'replace_files x50, 1 txn': replace_in_one,
                     'serial, x50': batched_pipeline(docs)}
         for w in map(int, args.workers.split(',')):
-            variants[f'index_directory, {w} workers' if w else f'index_directory, default ({pool_size(0, [JOB_BYTES] * 100, True)})'] = pipeline(docs, w)
+            name = f'index_directory, {w} workers' if w else f'index_directory, default ({pool_size(0, [JOB_BYTES] * 100, True)})'
+            variants[name] = pipeline(docs, w, name)
         times = {k: [] for k in variants}
         for r in range(args.repeats):
             names = list(variants)[r % len(variants):] + list(variants)[:r % len(variants)]
@@ -179,6 +193,7 @@ def main(argv=None):
         w, c, a = best[k]
         runs = ' '.join(f'{x:.2f} ({y:.2f}, {z:.2f})' for x, y, z in v)
         print(f"{k:<28} {n/w:>9,.0f} {bw/w:>7.2f}x {n/c:>13,.0f} {bc/c:>7.2f}x {a:>9.2f} {bw/max(c, a/2):>11.2f}x   {runs}")
+    for k, v in HERE.items(): print(f"{k}: files parsed in this process while no worker was up, by run: {v} of {len(files)}")
     print("all CPU s: this process's CPU and that of the parsing processes; 2-core bound: the bare insert's best wall time over "
           "max(this process's CPU, all CPU / 2), the ratio a quiet 2-core machine would allow at best")
 
