@@ -402,7 +402,7 @@ def test_an_encrypted_room_is_read_and_answered_encrypted(make_world, tmp_path):
             async def send_file(name, data, tamper=False):
                 cipher, keys = encrypt_attachment(data)
                 async with w.owner._http() as h:
-                    uri = (await h.post('/_matrix/media/v3/upload', content=cipher[:-1] + b'!' if tamper else cipher,
+                    uri = (await h.post('/_matrix/media/v3/upload', content=cipher[:-1] + bytes([cipher[-1] ^ 1]) if tamper else cipher,
                                         headers={'Content-Type': 'application/octet-stream'})).json()['content_uri']
                 r = await p.c.room_send(room, 'm.room.message', {'msgtype': 'm.file', 'body': name, 'file': {'url': uri, **keys}},
                                         ignore_unverified_devices=True)
