@@ -17,7 +17,9 @@ Beside it, in the same run: plain per-conversation FTS5 tables of the turns (tex
 section_path, image captions, the next message), each in its own database and searched with the same `Store.search`;
 H is what multis stored before the next message joined the breadcrumb (J, today). Then the same questions scored by
 coarser units, as published memory figures are: sessions and six-turn windows (turns 1-6, 7-12... of a session),
-both taken from multis's turn ranking and indexed as units of their own; and the cost of the breadcrumb update
+both taken from multis's turn ranking and indexed as units of their own; two boosts tried on today's top 100 and
+dropped (`tried:` rows: the turns of a day, month or year the question names, or of the one speaker it names, score
+x1.25-x2, beside the same top 100 unboosted); and the cost of the breadcrumb update
 (`log_message` with and without it, interleaved). The variants were
 explored on conversations 0-4 only; conversations 5-9 are the report. The report split's rows that are search options
 are computed again through `multis.workbench.variants` (the API of the LoCoMo notebook; metrics by ranx) and printed
@@ -27,9 +29,10 @@ and days are the sessions' own dates.
 Hybrid search (on by default when the packaged model loads; `--no-semantic` skips it): the chunks multis stores today
 are embedded with `LocalEmbedder` (all-MiniLM-L6-v2; vectors cached in bench/.cache/ by text, so reruns embed nothing
 new) and asked again with `embedder=` at vector weights 0.1-0.9 and 1 (vector only); the weight is chosen on
-conversations 0-4 and reported on 5-9, beside BM25 on the same store.
+conversations 0-4 and reported on 5-9, beside BM25 on the same store. `--model FOLDER` makes the hybrid runs use
+another sentence-transformers model kept in a local folder (cached by its name).
 """
-import argparse, copy, json, os, re, sqlite3, sys, tempfile, time
+import argparse, calendar, copy, json, os, re, sqlite3, sys, tempfile, time
 import numpy as np
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -291,10 +294,10 @@ VECTOR_ONLY = 'vector only (vector_weight=1.0)'
 HYBRID_DEFAULT = f'hybrid, multis defaults (chat memory {Store.memory_vector_weight})'
 def hybrid_label(w:float)->str: return f"hybrid, vector_weight {w} for all"
 
-def semantic_embedder()->tuple:
-    "(the cached MiniLM embedder, seconds to load the model), or (None, why not)"
+def semantic_embedder(model:str='')->tuple:
+    "(the cached MiniLM embedder (or the model in folder `model`), seconds to load the model), or (None, why not)"
     t = time.perf_counter()
-    try: inner = LocalEmbedder(); inner.embed(['warm up'])
+    try: inner = LocalEmbedder(model); inner.embed(['warm up'])
     except EmbeddingError as e: return None, str(e)
     return CachedEmbedder(inner), time.perf_counter() - t
 
@@ -339,12 +342,51 @@ def run_all(convs:list, tmp:Path, e:Embedder|None=None, stats:dict|None=None)->d
     res = {FTS_TEXT: run_bare(convs, False), FTS_SPEAKER: run_bare(convs, True)}
     res |= run(convs, TODAY, tmp, asks={TODAY.label: {}, **(hybrid_asks(e) if e else {}),   # recording accesses last
                                         'today, accesses recorded': {'record': True}},
-               prepare=embedding_step(e, stats) if e else None, finish=lambda st, ids: units_from_turns(convs, st, ids, e))
+               prepare=embedding_step(e, stats) if e else None, finish=lambda st, ids: units_from_turns(convs, st, ids, e) | boosts_tried(convs, st, ids))
     res |= run(convs, TODAY, tmp, per_chat_db=True, asks={'today, a database per chat': {}})
     for v in VARIANTS: res |= run(convs, v, tmp, asks=H_ASKS if v is PROPOSED else None)
     assert res[PROPOSED.label][0] == res[TODAY.label][0], "variant J no longer scores as index_message does"
     if e: assert res[BM25_SAME][0] == res[TODAY.label][0], "vectors in the store changed keyword-only search"
     return res
+
+# ---------------------------------------------------------------- tried and dropped: boosts after the search
+
+MONTHS = ('january', 'february', 'march', 'april', 'may', 'june', 'july', 'august', 'september', 'october', 'november', 'december')
+DATE_RE = re.compile(rf"\b(?:(\d{{1,2}})\s+)?(?:({'|'.join(MONTHS)})\s+)?(?:(\d{{1,2}})(?:st|nd|rd|th)?,?\s+)?(20\d\d)\b", re.I)
+BOOSTS = (0.0, 0.25, 0.5, 1.0)   # 0: the top 100's own first 10, the baseline of the tried rows
+
+def named_period(q:str)->tuple|None:
+    "(start, end) in seconds of the day, month or year a question names ('in May 2023', 'on 8 May, 2023', 'in 2023')"
+    if not (m := DATE_RE.search(q)): return None
+    d1, mon, d2, y = m.groups(); y, d = int(y), d1 or d2
+    if not mon: return calendar.timegm((y, 1, 1, 0, 0, 0)), calendar.timegm((y + 1, 1, 1, 0, 0, 0))
+    mi = MONTHS.index(mon.lower()) + 1
+    if d: return (s := calendar.timegm((y, mi, int(d), 0, 0, 0))), s + 86400
+    return calendar.timegm((y, mi, 1, 0, 0, 0)), calendar.timegm((y + (mi == 12), mi % 12 + 1, 1, 0, 0, 0))
+
+def boosts_tried(convs:list, stores:dict, ids:dict)->dict:
+    "Today's top 100 reordered: turns in the period a question names (+31 days), or by the one speaker it names, score x (1+b)"
+    out, t = {}, time.perf_counter()
+    scope_now = {cv.idx: (chat_scope(chat_id(cv)), cv.turns[-1].ts + 86400) for cv in convs}
+    hits = {cv.idx: [stores[cv.idx].search(q.text, limit=100, scopes=['kb', scope_now[cv.idx][0]], record=False, now=scope_now[cv.idx][1] + j*60)
+                     for j, q in enumerate(cv.questions)] for cv in convs}
+    for b in BOOSTS:
+        dated, spoken = {}, {}
+        for cv in convs:
+            turn = {t.dia_id: t for t in cv.turns}
+            names = {t.speaker for t in cv.turns}
+            dated[cv.idx], spoken[cv.idx] = [], []
+            for q, hs in zip(cv.questions, hits[cv.idx]):
+                got = [(turn[ids[cv.idx][h.chunk_id]], h.score) for h in hs]
+                p, who = named_period(q.text), [n for n in names if re.search(rf"\b{re.escape(n)}\b", q.text)]
+                near = (lambda x: p[0] <= x.ts < p[1] + 31*86400) if p else (lambda x: False)
+                by = (lambda x: x.speaker == who[0]) if len(who) == 1 else (lambda x: False)
+                for keep, rule in ((dated, near), (spoken, by)):
+                    keep[cv.idx].append([x.dia_id for x, s in sorted(got, key=lambda g: -g[1] * (1 + b*rule(g[0])))][:max(KS)])
+        if not b: out["tried: today's top 100, first 10"] = (score_rows(convs, dated), 0.0, time.perf_counter() - t); continue
+        out[f"tried: date named, x{1 + b}"] = (score_rows(convs, dated), 0.0, time.perf_counter() - t)
+        out[f"tried: speaker named, x{1 + b}"] = (score_rows(convs, spoken), 0.0, time.perf_counter() - t)
+    return out
 
 # ---------------------------------------------------------------- coarser units: sessions and six-turn windows
 
@@ -537,6 +579,7 @@ def main(argv=None):
     ap.add_argument('--split', choices=list(SPLITS), default='all', help='tune: 0-4, report: 5-9, all: both')
     ap.add_argument('--conversations', help='comma-separated conversation numbers (overrides --split)')
     ap.add_argument('--no-semantic', action='store_true', help='skip hybrid search (on when the model loads)')
+    ap.add_argument('--model', default='', help='a sentence-transformers model folder for the hybrid runs (default: the packaged MiniLM)')
     args = ap.parse_args(argv)
     print(machine())
     if not args.path.is_file(): sys.exit(f"LoCoMo not found at {args.path}")
@@ -544,7 +587,7 @@ def main(argv=None):
     convs = [cv for cv in load(args.path) if cv.idx in want]
     settings(convs, args.path)
     t = time.perf_counter()
-    e, t_load, stats = *((None, 'off (--no-semantic)') if args.no_semantic else semantic_embedder()), {}
+    e, t_load, stats = *((None, 'off (--no-semantic)') if args.no_semantic else semantic_embedder(args.model)), {}
     print(f"  hybrid: {e.name} loaded in {t_load:.1f} s, vectors cached in {e.path.relative_to(CACHE.parent.parent)}" if e
           else f"  hybrid: skipped: {t_load}")
     with tempfile.TemporaryDirectory() as tmp: res = run_all(convs, Path(tmp), e, stats) | units_indexed(convs, Path(tmp), e)

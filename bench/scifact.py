@@ -18,6 +18,7 @@ skips it): the corpus is embedded once with `LocalEmbedder` (all-MiniLM-L6-v2) i
 (`vector_weight=0.7`, the default) are compared on the same store; on the train split only, the vector weight is tuned
 for each fusion of the two channels (`linear`: min-max, `zscore`, `rrf` with its k), and feedback is tried under the
 hybrid; the test split gets today's hybrid (BM25 weights before tuning), the defaults, and the best of each on train.
+`--model FOLDER` runs the same with another sentence-transformers model kept in a local folder (its own cache).
 Every train line shows its nDCG@10 difference to the default's and that difference's standard error over the queries.
 """
 import argparse, json, re, sys, time
@@ -134,9 +135,11 @@ def tune_prf(corpus:dict, path:Path):
 WEIGHT_GRID, DEFAULT_WEIGHT = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9), 0.7
 SAMPLE = 256   # chunks embedded again in every run, to give this run's throughput
 
+MODEL = ''   # --model: a sentence-transformers folder instead of the packaged MiniLM
+
 def local_embedder(cached:int=0)->LocalEmbedder:
-    "The packaged MiniLM; `cached` query vectors kept (0: every query is embedded, its cost counted in q/s)"
-    e = LocalEmbedder()
+    "The packaged MiniLM (or --model); `cached` query vectors kept (0: every query is embedded, its cost counted in q/s)"
+    e = LocalEmbedder(MODEL)
     e.max_cached = cached
     return e
 
@@ -258,7 +261,10 @@ def main(argv=None):
     ap.add_argument('--path', type=Path, default=SCIFACT, help='BEIR folder of SciFact')
     ap.add_argument('--no-tune', action='store_true', help='skip tuning on the train split')
     ap.add_argument('--no-semantic', action='store_true', help='skip vector and hybrid search (on when the model loads)')
+    ap.add_argument('--model', default='', help='a sentence-transformers model folder for the hybrid runs (default: the packaged MiniLM)')
     args = ap.parse_args(argv)
+    global MODEL
+    MODEL = args.model
     print(machine())
     if not args.path.is_dir(): sys.exit(f"SciFact not found at {args.path}")
     corpus, _, _ = load_beir(args.path, 'test')

@@ -25,7 +25,7 @@ from ..core import MultisError, multis_home
 from ..config import cfg_get, load_config, store_url
 from ..retrieval.store import Store, open_store
 from ..documents.indexer import IndexLimits, index_directory, index_file, index_upload
-from ..answer.ask import ask_config
+from ..answer.ask import ask_config, search_options as config_search_options
 from ..answer.rerank import rerank_options
 from ..retrieval.rerank import search_reranked
 from ..memory.chat import ChatMemory, cleanup_temp
@@ -197,13 +197,10 @@ def _hits(hits)->list: return [h.to_json() for h in hits]
 
 def search_options(app, r:SearchRequest)->dict:
     "The ranking options of a search: the request's own, else the config's `search` section"
-    s = app.state.cfg['search']
-    pick = lambda v, k: v if v is not None else s[k]
-    return dict(activation_weight=pick(r.activation_weight, 'activation_weight'), decay=pick(r.decay, 'decay'),
-                candidate_factor=pick(r.candidate_factor, 'candidate_factor'), bm25_weights=tuple(pick(r.bm25_weights, 'bm25_weights')),
-                **{k: pick(getattr(r, k), k) for k in ('fusion', 'rrf_k', 'prf_docs', 'prf_terms', 'prf_weight')})
+    s = config_search_options(app.state.cfg)
+    return s | {k: tuple(v) if k == 'bm25_weights' else v for k in s if (v := getattr(r, k)) is not None}
 
-# %% ../../nbs/82_run.service.ipynb 30
+# %% ../../nbs/82_run.service.ipynb 31
 def _search_routes(app:FastAPI):
     @app.post('/search', response_model=list[HitOut], summary='Search inside the scopes the token may read')
     def search(r:SearchRequest, request:Request, access:Access=Depends(caller)):
@@ -214,7 +211,7 @@ def _search_routes(app:FastAPI):
         note(request, hits=len(hits))
         return _hits(hits)
 
-# %% ../../nbs/82_run.service.ipynb 32
+# %% ../../nbs/82_run.service.ipynb 33
 def index_for(app, r:IndexPathRequest, scope:str, access:Access)->dict:
     "Index the request's file or folder into `scope`, inside the allowed folders, governed file by file"
     gov, st, lim = load_governance(app.state.home), app.state.pool.get(), app.state.limits
@@ -231,7 +228,7 @@ def _noted(request:Request, res:dict)->dict:
     note(request, chunks=res['chunks'], files=len(res['results']), failed=failed)
     return res
 
-# %% ../../nbs/82_run.service.ipynb 33
+# %% ../../nbs/82_run.service.ipynb 34
 async def _read_capped(f:UploadFile, max_bytes:int)->bytes:
     data = await f.read(max_bytes + 1)
     if len(data) > max_bytes: raise _TooBig(too_big(len(data), max_bytes))
@@ -239,7 +236,7 @@ async def _read_capped(f:UploadFile, max_bytes:int)->bytes:
 
 class _TooBig(MultisError): pass
 
-# %% ../../nbs/82_run.service.ipynb 34
+# %% ../../nbs/82_run.service.ipynb 35
 def _index_routes(app:FastAPI):
     @app.post('/index/path', response_model=IndexResponse, summary='Index a file or folder inside the allowed folders')
     def index_path(r:IndexPathRequest, request:Request, access:Access=Depends(caller)):
@@ -258,7 +255,7 @@ def _index_routes(app:FastAPI):
         x = await anyio.to_thread.run_sync(work)
         return _noted(request, dict(results=[vars(x)], chunks=x.chunks))
 
-# %% ../../nbs/82_run.service.ipynb 36
+# %% ../../nbs/82_run.service.ipynb 37
 def chat_for(request:Request, access:Access, chat_id:str, write:bool)->ChatMemory:
     "The chat's memory, checked to be one the caller may read (or write); the owner's chats only for the owner"
     mem, app = ChatMemory(chat_id, home=request.app.state.home), request.app
@@ -270,7 +267,7 @@ def chat_for(request:Request, access:Access, chat_id:str, write:bool)->ChatMemor
 
 _ChatId = PathParam(min_length=1, max_length=200, description='the chat id')
 
-# %% ../../nbs/82_run.service.ipynb 37
+# %% ../../nbs/82_run.service.ipynb 38
 def _memory_routes(app:FastAPI):
     @app.post('/memory/{chat_id}/messages', response_model=MessageResponse, summary="Log and index a chat message")
     def message(r:MessageRequest, request:Request, chat_id:str=_ChatId, access:Access=Depends(caller)):
@@ -298,7 +295,7 @@ def _memory_routes(app:FastAPI):
         n = forget(mem, request.app.state.pool.get()); note(request, removed=n)
         return dict(chat_id=mem.chat_id, scope=mem.scope, removed=n)
 
-# %% ../../nbs/82_run.service.ipynb 39
+# %% ../../nbs/82_run.service.ipynb 40
 def fact_out(f)->dict:
     "A `Fact` as the service returns it"
     return dict(chat_id=f.chat_id, topic=f.topic, kind=f.kind, rank=f.rank, value=f.value, updated_at=f.updated_at)
@@ -324,7 +321,7 @@ def _fact_routes(app:FastAPI):
         f = request.app.state.pool.facts().get_fact(chat_id, topic, rank)
         return fact_out(f) if f else JSONResponse({'detail': ABSENT}, status_code=404)
 
-# %% ../../nbs/82_run.service.ipynb 41
+# %% ../../nbs/82_run.service.ipynb 42
 def ask_for(request:Request, access:Access, r:AskRequest)->dict:
     "The answer to a question from the scopes the caller may read (and the chat's memory.md, if `chat_id`)"
     app, memory = request.app, ''
@@ -347,7 +344,7 @@ def _misc_routes(app:FastAPI):
     @app.get('/health', response_model=HealthOut, summary='Liveness; needs no token')
     async def health(): return dict(status='ok', version=__version__)
 
-# %% ../../nbs/82_run.service.ipynb 43
+# %% ../../nbs/82_run.service.ipynb 44
 def _doc_routes(app:FastAPI):
     @app.get('/openapi.json', include_in_schema=False)
     def openapi(request:Request, access:Access=Depends(caller)): return request.app.openapi()
@@ -360,7 +357,7 @@ def _doc_routes(app:FastAPI):
     def redoc(request:Request, access:Access=Depends(caller)):
         return get_redoc_html(openapi_url='/openapi.json', title=request.app.title + ' - ReDoc')
 
-# %% ../../nbs/82_run.service.ipynb 47
+# %% ../../nbs/82_run.service.ipynb 48
 class RedactQuery(logging.Filter):
     "A filter for uvicorn's access log: every request's query string is logged as `?[redacted]`"
     def filter(self, record:logging.LogRecord)->bool:
@@ -369,13 +366,13 @@ class RedactQuery(logging.Filter):
             record.args = (*a[:2], a[2].split('?', 1)[0] + '?[redacted]', *a[3:])
         return True
 
-# %% ../../nbs/82_run.service.ipynb 49
+# %% ../../nbs/82_run.service.ipynb 50
 def redact_access_log():
     "Put `RedactQuery` on the `uvicorn.access` logger (once); call it after making the `uvicorn.Config`"
     lg = logging.getLogger('uvicorn.access')
     if not any(isinstance(f, RedactQuery) for f in lg.filters): lg.addFilter(RedactQuery())
 
-# %% ../../nbs/82_run.service.ipynb 51
+# %% ../../nbs/82_run.service.ipynb 52
 class ServiceThread:
     "A uvicorn server for `app` in a background thread"
     def __init__(self, app, host:str='127.0.0.1', port:int=0):
@@ -402,7 +399,7 @@ class ServiceThread:
     def __enter__(self): return self.start()
     def __exit__(self, *a): self.stop()
 
-# %% ../../nbs/82_run.service.ipynb 55
+# %% ../../nbs/82_run.service.ipynb 56
 class QuietServer(uvicorn.Server):
     "A uvicorn server that stops gracefully on SIGTERM/SIGINT and then returns normally"
     @contextlib.contextmanager
@@ -413,7 +410,7 @@ class QuietServer(uvicorn.Server):
         finally:
             for s, h in old.items(): signal.signal(s, h)
 
-# %% ../../nbs/82_run.service.ipynb 56
+# %% ../../nbs/82_run.service.ipynb 57
 def _bind_name(host:str)->str: return f'[{host}]' if ':' in host else host.lower()
 
 def service_app(home:Path|str|None=None,  # the multis home; default `multis_home()`
@@ -429,14 +426,14 @@ def service_app(home:Path|str|None=None,  # the multis home; default `multis_hom
         getattr(importlib.import_module(mod), fn)(app)
     return app
 
-# %% ../../nbs/82_run.service.ipynb 58
+# %% ../../nbs/82_run.service.ipynb 59
 _ENV_BIND, _ENV_MOUNTS = 'MULTIS_SERVE_HOST', 'MULTIS_SERVE_MOUNTS'
 
 def worker_app()->FastAPI:
     "uvicorn's app factory in each worker of `multis serve`"
     return service_app(None, os.environ.get(_ENV_BIND, '127.0.0.1'), tuple(filter(None, os.environ.get(_ENV_MOUNTS, '').split(','))))
 
-# %% ../../nbs/82_run.service.ipynb 59
+# %% ../../nbs/82_run.service.ipynb 60
 MAX_WORKERS = 64
 
 def serve(port:int=None,          # port to listen on (default: service.port in config.json, 5858)
