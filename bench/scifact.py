@@ -18,7 +18,9 @@ skips it): the corpus is embedded once with `LocalEmbedder` (all-MiniLM-L6-v2) i
 (`vector_weight=0.7`, the default) are compared on the same store; on the train split only, the vector weight is tuned
 for each fusion of the two channels (`linear`: min-max, `zscore`, `rrf` with its k), and feedback is tried under the
 hybrid; the test split gets today's hybrid (BM25 weights before tuning), the defaults, and the best of each on train.
-`--model FOLDER` runs the same with another sentence-transformers model kept in a local folder (its own cache).
+`--model FOLDER` runs the same with another sentence-transformers model kept in a local folder (its own cache);
+`--max-tokens 512` then compares the model's own input length with `embeddings.max_tokens` 512 (on train and test,
+each length on its own cached store).
 Every train line shows its nDCG@10 difference to the default's and that difference's standard error over the queries.
 """
 import argparse, json, re, sys, time
@@ -137,9 +139,9 @@ SAMPLE = 256   # chunks embedded again in every run, to give this run's throughp
 
 MODEL = ''   # --model: a sentence-transformers folder instead of the packaged MiniLM
 
-def local_embedder(cached:int=0)->LocalEmbedder:
+def local_embedder(cached:int=0, max_tokens:int=0)->LocalEmbedder:
     "The packaged MiniLM (or --model); `cached` query vectors kept (0: every query is embedded, its cost counted in q/s)"
-    e = LocalEmbedder(MODEL)
+    e = LocalEmbedder(MODEL, max_tokens)
     e.max_cached = cached
     return e
 
@@ -256,11 +258,26 @@ def semantic(corpus:dict, path:Path, tune:bool):
         res = semantic_test(st, queries, qrels, variants)
     print_semantic(res, f"Test split, {len(queries)} queries, same store, every query embedded (q/s counts it):")
 
+def whole_chunks(corpus:dict, path:Path, n:int):
+    "The model's own input length beside `n` word pieces (`embeddings.max_tokens`), each on its cached store: train, then test"
+    own, longer = local_embedder(), local_embedder(max_tokens=n)
+    print(f"\nembeddings.max_tokens {n} beside the model's own {own.model.max_seq_length} word pieces (each on its own store):")
+    stores = {e.name: embedded_store(corpus, e) for e in (own, longer)}
+    for e in (own, longer): throughput(stores[e.name][0], e, *stores[e.name][1:])
+    for split in ('train', 'test'):
+        _, queries, qrels = load_beir(path, split)
+        print(f"{split} split, {len(queries)} queries: nDCG@10 of the model's own length, of {n}, and the difference with its standard error")
+        for o in (dict(vector_weight=DEFAULT_WEIGHT), dict(vector_weight=0.5), dict(vector_weight=1.0)):
+            a, b = (trained(stores[e.name][0], queries, qrels, embedder=e, **o) for e in (own, longer))
+            print(f"  {label(o):<34} {a['ndcg@10']:.4f}  {b['ndcg@10']:.4f}  {paired(b, a)}", flush=True)
+    for st, _, _ in stores.values(): st.close()
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--path', type=Path, default=SCIFACT, help='BEIR folder of SciFact')
     ap.add_argument('--no-tune', action='store_true', help='skip tuning on the train split')
     ap.add_argument('--no-semantic', action='store_true', help='skip vector and hybrid search (on when the model loads)')
+    ap.add_argument('--max-tokens', type=int, default=0, help='also compare embeddings.max_tokens N with the model\'s own input length')
     ap.add_argument('--model', default='', help='a sentence-transformers model folder for the hybrid runs (default: the packaged MiniLM)')
     args = ap.parse_args(argv)
     global MODEL
@@ -277,5 +294,6 @@ def main(argv=None):
         print(line(f'multis {w} x{f}', m))
         tune_prf(corpus, args.path)
     if not args.no_semantic: semantic(corpus, args.path, not args.no_tune)
+    if args.max_tokens and not args.no_semantic: whole_chunks(corpus, args.path, args.max_tokens)
 
 if __name__ == '__main__': main()

@@ -260,3 +260,33 @@ def test_local_model_knows_paraphrases():
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1, atol=1e-5)
     assert v[0] @ v[1] > v[0] @ v[2] + 0.2
     assert os.environ['HF_HUB_OFFLINE'] == '1'
+
+def test_max_tokens_lets_the_local_model_read_a_whole_chunk():
+    "embeddings.max_tokens 512: the words past the model's own 256 word pieces change the vector; its own name"
+    pytest.importorskip('sentence_transformers')
+    head = ' '.join(['the ferry timetable for the island harbour changes every spring'] * 30)   # ~330 word pieces
+    a, b = head + ' cats purr softly on the sofa', head + ' quarterly tax invoices are due on friday'
+    own = LocalEmbedder()
+    whole = make_embedder({'embeddings': {'provider': 'local', 'max_tokens': 512}})
+    assert (whole.name, whole.max_tokens, own.model.max_seq_length, whole.model.max_seq_length) == ('local:all-MiniLM-L6-v2@512', 512, 256, 512)
+    assert whole is not make_embedder({'embeddings': {'provider': 'local'}})
+    va, vb = own.embed([a, b])
+    np.testing.assert_allclose(va, vb, atol=1e-6)          # the tails lie past 256 word pieces: unread
+    wa, wb = whole.embed([a, b])
+    assert wa @ wb < 0.999 and not np.allclose(wa, va, atol=1e-3)
+    short = 'How do I reset my password?'                  # a short text reads the same either way
+    np.testing.assert_allclose(own.embed([short + ' ']), whole.embed([short + ' ']), atol=1e-5)
+    with pytest.raises(EmbeddingError, match=r"embeddings.max_tokens 1024 is more than this model reads \(512 word pieces\)"):
+        LocalEmbedder(max_tokens=1024).embed(['x'])
+
+def test_max_tokens_vectors_are_kept_apart_in_the_store(tmp_path):
+    "Vectors of max_tokens 512 carry their own name: the model's own vectors are not searched as them, and are replaced"
+    pytest.importorskip('sentence_transformers')
+    with Store(tmp_path/'m.db') as st:
+        st.save([DocChunk('a.md', 'Ferry', 'The ferry leaves the harbour at noon.', scope='kb')])
+        own, whole = LocalEmbedder(), LocalEmbedder(max_tokens=512)
+        assert embed_pending(st, own) == 1 and embed_pending(st, own) == 0
+        assert st.search('ferry departure time', embedder=whole, limit=1)[0].vector is None   # not the other model's
+        assert embed_pending(st, whole) == 1                # embedded again under its own name
+        assert st.search('ferry departure time', embedder=whole, limit=1)[0].vector is not None
+        assert st.search('ferry departure time', embedder=own, limit=1)[0].vector is None

@@ -158,15 +158,20 @@ def _local_model_dir(model:str)->Path:
     return p
 
 # %% ../../nbs/23_retrieval.embed.ipynb 23
-def _load_sentence_model(folder:Path):
-    "A sentence-transformers model from `folder`, loaded once per process, never from the network"
+def _load_sentence_model(folder:Path, max_tokens:int=0):
+    "The model in `folder` reading up to `max_tokens` word pieces (0: its own setting); loaded once, never from the network"
     with _models_lock:
-        if folder in _models: return _models[folder]
+        if (folder, max_tokens) in _models: return _models[folder, max_tokens]
         os.environ.setdefault('HF_HUB_OFFLINE', '1'); os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
         try: from sentence_transformers import SentenceTransformer
         except ImportError: raise EmbeddingError(f"the local embedding model needs sentence-transformers: {SEMANTIC_HINT}") from None
-        try: m = _models[folder] = SentenceTransformer(str(folder), device='cpu')
+        try: m = SentenceTransformer(str(folder), device='cpu')
         except Exception as e: raise EmbeddingError(f"cannot load the model in {folder}: {e}") from None
+        most = getattr(m[0].auto_model.config, 'max_position_embeddings', 512)
+        most -= 2 if most % 8 == 2 else 0   # RoBERTa-like models (514 positions) read 512
+        if max_tokens > most: raise EmbeddingError(f"embeddings.max_tokens {max_tokens} is more than this model reads ({most} word pieces)")
+        if max_tokens: m.max_seq_length = max_tokens
+        _models[folder, max_tokens] = m
         return m
 
 _torch_lock = threading.Lock()
@@ -187,12 +192,20 @@ def _torch_threads(n:int|None):
 class LocalEmbedder(Embedder):
     "A sentence-transformers model from a local folder (default: the packaged all-MiniLM-L6-v2)"
     provider = 'local'
-    def __init__(self, model:str=''):
-        self.folder = _local_model_dir(model or DEFAULT_LOCAL_MODEL)
-        self.name = f"local:{model or DEFAULT_LOCAL_MODEL}" if not model or not Path(model).is_dir() else f"local:{self.folder.name}"
+    def __init__(self, model:str='', max_tokens:int=0):
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 0 <= max_tokens <= 8192:
+            raise EmbeddingError(f"embeddings.max_tokens must be a whole number of word pieces (0: the model's own), got {max_tokens!r}")
+        self.folder, self.max_tokens = _local_model_dir(model or DEFAULT_LOCAL_MODEL), max_tokens
+        name = f"local:{model or DEFAULT_LOCAL_MODEL}" if not model or not Path(model).is_dir() else f"local:{self.folder.name}"
+        self.name = f"{name}@{max_tokens}" if max_tokens else name   # other vectors: never mixed with the model's own
+
+    @classmethod
+    def from_config(cls, cfg:dict):
+        e = cfg.get('embeddings') or {}
+        return cls(e.get('model') or '', e.get('max_tokens') or 0)
 
     @property
-    def model(self): return _load_sentence_model(self.folder)
+    def model(self): return _load_sentence_model(self.folder, self.max_tokens)
 
     def _embed(self, texts:list):
         model = self.model
@@ -276,7 +289,7 @@ def make_embedder(cfg:dict, # the full config
     provider = (e.get('provider') or '').strip().lower()
     if provider in ('', 'none'): return None
     cls = embedder_class(provider)
-    key = (provider, e.get('model') or '', e.get('base_url') or '', e.get('api_key') or '')
+    key = (provider, e.get('model') or '', e.get('base_url') or '', e.get('api_key') or '', e.get('max_tokens') or 0)
     with _made_lock:
         if key not in _made: _made[key] = cls.from_config(cfg)
         return _made[key]
