@@ -72,7 +72,7 @@ def _part(c:DocChunk, meta:dict, page_starts:list, i:int, total:int, start:int, 
     "Part `i` of `total` of section `c`: the span [start, end) of its content"
     first, last = _span_pages(c, page_starts, start, end)
     return replace(c, name=f"{c.name} (part {i+1})", content=c.content[start:end], chunk_id=f"{c.chunk_id}-p{i}",
-                   page_start=first, page_end=last, section_path=list(c.section_path),
+                   page_start=first, page_end=last, section_path=list(c.section_path), token_count=0,   # 0: counted anew
                    metadata={**deepcopy(meta), 'part': i, 'parts': total})
 
 def chunk_section(c:DocChunk,       # a section from a parser
