@@ -245,16 +245,18 @@ def ask_all(convs:list, stores:dict, ids:dict, **kw)->tuple:
     return score_rows(convs, ranked), time.perf_counter() - t
 
 def run(convs:list, v:Variant, tmp:Path, per_chat_db:bool=False, asks:dict|None=None, prepare=None, finish=None)->dict:
-    "label -> (score rows, seconds to index, seconds to ask) of a variant, asked once per entry of `asks` (in order)"
+    """label -> (score rows, seconds to index, seconds to ask) of a variant, asked once per entry of `asks` (in order);
+    `finish` runs before the asks that record accesses, so it sees no activation either"""
     stores, ids, t_ix = build(convs, v, tmp, per_chat_db)
     if prepare: prepare(stores)
-    out = {}
-    for label, kw in (asks or {v.label: {}}).items():
+    asks, out = asks or {v.label: {}}, {}
+    for label, kw in sorted(asks.items(), key=lambda a: bool(a[1].get('record'))):
+        if kw.get('record') and finish: out |= finish(stores, ids); finish = None
         rows, t_ask = ask_all(convs, stores, ids, **kw)
         out[label] = (rows, t_ix, t_ask)
     if finish: out |= finish(stores, ids)
     for st in set(stores.values()): st.close()
-    return out
+    return {**{k: out[k] for k in asks}, **out}
 
 def run_bare(convs:list, speaker:bool)->tuple:
     "(score rows, 0, seconds to ask) of the plain FTS5 baseline"
