@@ -30,7 +30,8 @@ Hybrid search (on by default when the packaged model loads; `--no-semantic` skip
 are embedded with `LocalEmbedder` (all-MiniLM-L6-v2; vectors cached in bench/.cache/ by text, so reruns embed nothing
 new) and asked again with `embedder=` at vector weights 0.1-0.9 and 1 (vector only); the weight is chosen on
 conversations 0-4 and reported on 5-9, beside BM25 on the same store. `--model FOLDER` makes the hybrid runs use
-another sentence-transformers model kept in a local folder (cached by its name).
+another sentence-transformers model kept in a local folder (cached by its name), with the packaged model's default
+hybrid beside it in the same run.
 """
 import argparse, calendar, copy, json, os, re, sqlite3, sys, tempfile, time
 import numpy as np
@@ -181,15 +182,19 @@ def feed(store:Store, home:Path, cv:Conv, v:Variant)->dict:
 
 # ---------------------------------------------------------------- asking and scoring
 
-def ask(store:Store, cv:Conv, ids:dict, weights=DEFAULTS['bm25_weights'], record:bool=False, limit:int=max(KS), **kw)->list:
-    "The dia_ids of each question's top 10 (`limit`), searched as a non-owner chat; no hit may come from another chat"
+def ask_hits(store:Store, cv:Conv, ids:dict, weights=DEFAULTS['bm25_weights'], record:bool=False, limit:int=max(KS), **kw)->list:
+    "Each question's top 10 (`limit`) hits, searched as a non-owner chat; no hit may come from another chat"
     scope, now = chat_scope(chat_id(cv)), cv.turns[-1].ts + 86400
     out = []
     for j, q in enumerate(cv.questions):
         hits = store.search(q.text, limit=limit, scopes=['kb', scope], bm25_weights=weights, record=record, now=now + j*60, **kw)
         assert all(h.scope == scope and h.chunk_id in ids for h in hits), f"{cv.sample_id}: a hit from outside the chat"
-        out.append([ids[h.chunk_id] for h in hits])
+        out.append(hits)
     return out
+
+def ask(store:Store, cv:Conv, ids:dict, **kw)->list:
+    "The dia_ids of each question's top hits (`ask_hits`)"
+    return [[ids[h.chunk_id] for h in hits] for hits in ask_hits(store, cv, ids, **kw)]
 
 def bare_ranked(cv:Conv, speaker:bool)->list:
     "The baseline: the turns of one conversation in a plain FTS5 table, the question's terms ORed, bm25 order"
@@ -369,9 +374,7 @@ def named_period(q:str)->tuple|None:
 def boosts_tried(convs:list, stores:dict, ids:dict)->dict:
     "Today's top 100 reordered: turns in the period a question names (+31 days), or by the one speaker it names, score x (1+b)"
     out, t = {}, time.perf_counter()
-    scope_now = {cv.idx: (chat_scope(chat_id(cv)), cv.turns[-1].ts + 86400) for cv in convs}
-    hits = {cv.idx: [stores[cv.idx].search(q.text, limit=100, scopes=['kb', scope_now[cv.idx][0]], record=False, now=scope_now[cv.idx][1] + j*60)
-                     for j, q in enumerate(cv.questions)] for cv in convs}
+    hits = {cv.idx: ask_hits(stores[cv.idx], cv, ids[cv.idx], limit=100) for cv in convs}
     for b in BOOSTS:
         dated, spoken = {}, {}
         for cv in convs:
@@ -592,7 +595,10 @@ def main(argv=None):
     e, t_load, stats = *((None, 'off (--no-semantic)') if args.no_semantic else semantic_embedder(args.model)), {}
     print(f"  hybrid: {e.name} loaded in {t_load:.1f} s, vectors cached in {e.path.relative_to(CACHE.parent.parent)}" if e
           else f"  hybrid: skipped: {t_load}")
-    with tempfile.TemporaryDirectory() as tmp: res = run_all(convs, Path(tmp), e, stats) | units_indexed(convs, Path(tmp), e)
+    with tempfile.TemporaryDirectory() as tmp:
+        res = run_all(convs, Path(tmp), e, stats) | units_indexed(convs, Path(tmp), e)
+        if e and args.model and (base := semantic_embedder()[0]):   # the packaged model beside it, in this run
+            res |= run(convs, TODAY, Path(tmp), asks={f"{HYBRID_DEFAULT}, {base.name}": {'embedder': base}}, prepare=embedding_step(base, {}))
     times = {k: res[k][2] for k in (TODAY.label, HYBRID_DEFAULT) if k in res}
     report(res, convs, bool(args.conversations))
     if not args.conversations and set(SPLITS['report']) <= {cv.idx for cv in convs}: api_check(args.path, convs, res)
